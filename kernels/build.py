@@ -1,0 +1,154 @@
+"""Compile a chapter's kernel to a cubin: NVRTC for running and inspecting, nvcc as a second opinion.
+
+We call NVRTC ourselves (through CuPy's binding) instead of letting ``cupy.RawModule`` compile the source,
+so that the cubin `runner.py inspect` disassembles is byte for byte the one that runs. NVRTC needs no GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+KERNEL_NAME = "flash_attention"
+# The element types the kernels are instantiated for, as torch and as CUDA C++ name them.
+CUDA_TYPES = {torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}
+NVRTC_OPTIONS = ("-std=c++17", "-lineinfo")
+CACHE_DIR = Path(os.environ.get("FA2_LADDER_CACHE", Path.home() / ".cache" / "fa2-ladder"))
+
+
+class BuildError(RuntimeError):
+    """A kernel failed to compile, or a tool needed to build or inspect it is missing."""
+
+
+@dataclass(frozen=True)
+class Cubin:
+    """A compiled module: its machine code and the mangled name of each template instance."""
+
+    image: bytes
+    lowered_names: dict[str, str]
+    arch: str
+    log: str
+
+    def path(self) -> Path:
+        """Write the image to the cache folder (named by its hash) and return where it is."""
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        path = CACHE_DIR / f"{hashlib.sha256(self.image).hexdigest()[:24]}.cubin"
+        if not path.exists():
+            path.write_bytes(self.image)
+        return path
+
+
+def name_expression(dtype: torch.dtype, causal: bool) -> str:
+    """The C++ name of one kernel instance, e.g. ``flash_attention<__nv_bfloat16, true>``."""
+    return f"{KERNEL_NAME}<{CUDA_TYPES[dtype]}, {str(causal).lower()}>"
+
+
+ALL_INSTANCES = tuple(name_expression(dtype, causal) for dtype in CUDA_TYPES for causal in (False, True))
+
+
+@functools.cache
+def cuda_include_dir() -> Path:
+    """The CUDA toolkit's include folder: NVRTC needs it for cuda_bf16.h and cuda_fp16.h."""
+    candidates = [Path(os.environ[var]) / "include" for var in ("CUDA_HOME", "CUDA_PATH") if var in os.environ]
+    candidates += [Path("/usr/local/cuda/include")]
+    if nvcc := shutil.which("nvcc"):
+        candidates.append(Path(nvcc).resolve().parent.parent / "include")
+    candidates += sorted(Path("/usr/local").glob("cuda-*/include"), reverse=True)
+    for candidate in candidates:
+        if (candidate / "cuda_bf16.h").exists():
+            return candidate
+    raise BuildError(
+        "cannot find CUDA's include folder (looked for cuda_bf16.h in "
+        + ", ".join(str(c) for c in candidates)
+        + "); set CUDA_HOME to the CUDA toolkit"
+    )
+
+
+@functools.cache
+def compile_nvrtc(source: Path, arch: str, instances: tuple[str, ...] = ALL_INSTANCES) -> Cubin:
+    """Compile ``source`` for ``arch`` (e.g. "sm_90") with NVRTC; cached per source, arch and instances."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError as error:
+        raise BuildError(f"NVRTC is not available through CuPy ({error}); pip install cupy-cuda13x") from error
+    options = [*NVRTC_OPTIONS, f"-arch={arch}", f"-I{cuda_include_dir()}", "--ptxas-options=-v"]
+    try:
+        program = nvrtc.createProgram(source.read_text(), source.name, [], [])
+        for instance in instances:
+            nvrtc.addNameExpression(program, instance)
+    except Exception as error:  # the library itself is missing or broken
+        raise BuildError(f"{source.parent.name}: NVRTC could not start: {error}") from error
+    try:
+        nvrtc.compileProgram(program, options)
+    except Exception as error:
+        log = nvrtc.getProgramLog(program)
+        raise BuildError(f"{source.parent.name}: NVRTC failed for {arch}:\n{log or error}") from error
+    lowered = {instance: nvrtc.getLoweredName(program, instance) for instance in instances}
+    return Cubin(_cubin_image(program), lowered, arch, nvrtc.getProgramLog(program))
+
+
+def _cubin_image(program: int) -> bytes:
+    """The compiled image through NVRTC's C API: CuPy's ``getCUBIN`` drops its last byte."""
+    maps = Path("/proc/self/maps").read_text().split("\n")
+    loaded = next(line.split()[-1] for line in maps if "libnvrtc.so" in line and "builtins" not in line)
+    library = ctypes.CDLL(loaded)
+    size = ctypes.c_size_t()
+    if library.nvrtcGetCUBINSize(ctypes.c_void_p(program), ctypes.byref(size)) != 0:
+        raise BuildError("nvrtcGetCUBINSize failed")
+    image = ctypes.create_string_buffer(size.value)
+    if library.nvrtcGetCUBIN(ctypes.c_void_p(program), image) != 0:
+        raise BuildError("nvrtcGetCUBIN failed")
+    return image.raw
+
+
+def compile_nvcc(source: Path, arch: str) -> Cubin:
+    """Compile ``source`` for ``arch`` with nvcc, every instance explicitly instantiated."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise BuildError("nvcc is not on PATH; install the CUDA toolkit")
+    params = "(const {t}*, const {t}*, const {t}*, {t}*, int, int, float)"
+    lines = [f'#include "{source.resolve()}"']
+    for instance in ALL_INSTANCES:
+        element_type = re.search(r"<(\w+),", instance).group(1)
+        lines.append(f"template __global__ void {instance}{params.format(t=element_type)};")
+    with tempfile.TemporaryDirectory() as folder:
+        wrapper, cubin = Path(folder) / "instances.cu", Path(folder) / "kernel.cubin"
+        wrapper.write_text("\n".join(lines) + "\n")
+        command = [nvcc, "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(cubin), str(wrapper)]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise BuildError(f"{source.parent.name}: nvcc failed for {arch}:\n{result.stderr}")
+        return Cubin(cubin.read_bytes(), {}, arch, result.stderr)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reported for one kernel instance."""
+
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_frame: int
+
+
+def ptxas_resources(log: str) -> dict[str, Resources]:
+    """Parse ``ptxas -v`` output into the resources of each compiled entry (by mangled name)."""
+    resources = {}
+    for block in re.split(r"(?=ptxas info\s+: Compiling entry function)", log):
+        entry = re.search(r"Compiling entry function '(\w+)'", block)
+        registers = re.search(r"Used (\d+) registers", block)
+        frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", block)
+        if entry and registers and frame:
+            stack, stores, loads = (int(x) for x in frame.groups())
+            resources[entry.group(1)] = Resources(int(registers.group(1)), stores, loads, stack)
+    return resources

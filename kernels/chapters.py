@@ -1,0 +1,62 @@
+"""Find the chapters: every ``kNN_slug/`` folder at the top of the project with a ``loader.py``."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from kernels.launch import AttentionKernel
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTER_FOLDER = re.compile(r"k(\d\d)_(\w+)")
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One rung of the ladder: its number, folder slug, one-line title and ``attention`` function."""
+
+    number: int
+    slug: str
+    title: str
+    attention: Callable[..., torch.Tensor]
+    kernel: AttentionKernel
+
+    @property
+    def name(self) -> str:
+        """The folder name, e.g. ``k01_naive``."""
+        return f"k{self.number:02d}_{self.slug}"
+
+    @property
+    def source(self) -> Path:
+        """The chapter's ``.cu`` file."""
+        return self.kernel.source
+
+
+def chapters() -> list[Chapter]:
+    """All chapters in ladder order. Importing a loader compiles nothing and needs no GPU."""
+    found = []
+    for folder in sorted(ROOT.iterdir()):
+        match = CHAPTER_FOLDER.fullmatch(folder.name)
+        if match and (folder / "loader.py").exists():
+            loader = importlib.import_module(f"{folder.name}.loader")
+            found.append(Chapter(int(match.group(1)), match.group(2), loader.TITLE, loader.attention, loader.KERNEL))
+    return found
+
+
+def select(chapter_list: list[Chapter], wanted: str | None) -> list[Chapter]:
+    """Pick chapters by number or slug from a comma-separated list ("1,3", "naive,swizzle"); None: all."""
+    if not wanted:
+        return chapter_list
+    picked = []
+    for token in (part.strip() for part in wanted.split(",") if part.strip()):
+        matches = [c for c in chapter_list if token in (str(c.number), f"{c.number:02d}", c.slug, c.name)]
+        if not matches:
+            known = ", ".join(f"{c.number} ({c.slug})" for c in chapter_list)
+            raise ValueError(f"no chapter {token!r}; the chapters are {known}")
+        picked += [c for c in matches if c not in picked]
+    return picked

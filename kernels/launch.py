@@ -1,0 +1,146 @@
+"""Check attention inputs and launch a chapter's compiled kernel on torch tensors through CuPy."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from kernels.build import CUDA_TYPES, BuildError, compile_nvrtc, name_expression
+
+HEAD_DIM = 128
+MAX_GRID_YZ = 65535  # heads go on grid.y and the batch on grid.z: CUDA caps both
+
+
+class KernelError(RuntimeError):
+    """A chapter's kernel failed to compile, load or launch; the message names the chapter."""
+
+
+def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Raise a TypeError/ValueError naming the problem, or return q, k, v in a layout the kernels read.
+
+    The kernels read (batch, seq_len, n_heads, 128) tensors that are contiguous and 16-byte aligned.
+    Any other strides (a transposed view, a slice of a fused QKV tensor) are copied into that layout.
+    """
+    tensors = {"q": q, "k": k, "v": v}
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    for name, tensor in tensors.items():
+        if tensor.dtype not in CUDA_TYPES:
+            raise TypeError(f"{name} has dtype {tensor.dtype}; the kernels take torch.bfloat16 or torch.float16")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    for name, tensor in tensors.items():
+        if tensor.dim() != 4:
+            raise ValueError(
+                f"{name} must have 4 dimensions (batch, seq_len, n_heads, head_dim), got shape {tuple(tensor.shape)}"
+            )
+    if not q.shape == k.shape == v.shape:
+        raise ValueError(
+            f"q, k and v must have the same shape, got {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    batch, seq_len, n_heads, head_dim = q.shape
+    if head_dim != HEAD_DIM:
+        raise ValueError(f"head_dim must be {HEAD_DIM}, got {head_dim}")
+    if q.numel() == 0:
+        raise ValueError(f"inputs are empty: shape {tuple(q.shape)} has a zero dimension")
+    if n_heads > MAX_GRID_YZ or batch > MAX_GRID_YZ:
+        raise ValueError(f"batch and n_heads must each be at most {MAX_GRID_YZ}, got {batch} and {n_heads}")
+    for name, tensor in tensors.items():
+        if tensor.device.type != "cuda":
+            raise ValueError(f"{name} is on {tensor.device}; the kernels need tensors on a CUDA device")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device} and {v.device}")
+    major, minor = torch.cuda.get_device_capability(q.device)
+    if major < 8:
+        raise ValueError(
+            f"{torch.cuda.get_device_name(q.device)} is sm_{major}{minor}; the kernels need sm_80 or newer "
+            "(bf16 mma.sync, cp.async and ldmatrix)"
+        )
+    return tuple(_readable(tensor) for tensor in (q, k, v))
+
+
+def _readable(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor itself if it is contiguous and 16-byte aligned, else a copy that is."""
+    if tensor.is_contiguous() and tensor.data_ptr() % 16 == 0:
+        return tensor
+    return tensor.clone(memory_format=torch.contiguous_format)
+
+
+def check_output(out: torch.Tensor, q: torch.Tensor) -> None:
+    """An ``out`` tensor must match q exactly, in a layout the kernel writes."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out.shape != q.shape or out.dtype != q.dtype or out.device != q.device:
+        raise ValueError(
+            f"out must match q: shape {tuple(q.shape)}, {q.dtype} on {q.device}; "
+            f"got {tuple(out.shape)}, {out.dtype} on {out.device}"
+        )
+    if not out.is_contiguous() or out.data_ptr() % 16 != 0:
+        raise ValueError("out must be contiguous and 16-byte aligned")
+
+
+class AttentionKernel:
+    """One chapter's ``flash_attention`` kernel: compiled with NVRTC on first use, launched through CuPy.
+
+    The launch shape lives here, next to the constants of the ``.cu`` it must agree with (a CPU test
+    checks that it does): one block of ``n_threads`` per ``block_q`` query rows of one (batch, head).
+    """
+
+    def __init__(self, source: Path, *, block_q: int, n_threads: int, smem_bytes: int) -> None:
+        self.source = source
+        self.chapter = source.parent.name
+        self.block_q = block_q
+        self.n_threads = n_threads
+        self.smem_bytes = smem_bytes
+
+    def __call__(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """softmax(q kᵀ / √128) v, causal or not; written into ``out`` when given."""
+        q, k, v = check_inputs(q, k, v)
+        if out is None:
+            out = torch.empty_like(q)
+        else:
+            check_output(out, q)
+        batch, seq_len, n_heads, head_dim = q.shape
+        kernel = self._kernel(q.device.index, q.dtype, bool(causal))
+        grid = (math.ceil(seq_len / self.block_q), n_heads, batch)
+        args = (
+            *(np.uint64(tensor.data_ptr()) for tensor in (q, k, v, out)),
+            np.int32(seq_len),
+            np.int32(n_heads),
+            np.float32(1.0 / math.sqrt(head_dim)),
+        )
+        import cupy
+
+        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(q.device).cuda_stream, q.device.index)
+        try:
+            with cupy.cuda.Device(q.device.index):
+                kernel(grid, (self.n_threads,), args, shared_mem=self.smem_bytes, stream=stream)
+        except Exception as error:
+            raise KernelError(f"{self.chapter}: launch of grid {grid} failed: {error}") from error
+        return out
+
+    @functools.cache
+    def _kernel(self, device_index: int, dtype: torch.dtype, causal: bool):
+        """The loaded kernel for one device, element type and causal flag (cached)."""
+        import cupy
+
+        major, minor = torch.cuda.get_device_capability(device_index)
+        try:
+            cubin = compile_nvrtc(self.source, f"sm_{major}{minor}")
+            with cupy.cuda.Device(device_index):
+                module = cupy.RawModule(path=str(cubin.path()))
+                kernel = module.get_function(cubin.lowered_names[name_expression(dtype, causal)])
+                # Above 48 KB of shared memory a block must opt in.
+                kernel.max_dynamic_shared_size_bytes = self.smem_bytes
+        except BuildError as error:
+            raise KernelError(str(error)) from error
+        except Exception as error:
+            raise KernelError(f"{self.chapter}: could not load the kernel: {error}") from error
+        return kernel

@@ -1,0 +1,93 @@
+"""The kernels as built, without a GPU: they compile, fit in registers, and their SASS shows each idea."""
+
+import re
+import shutil
+from collections import Counter
+
+import pytest
+
+from kernels import HEAD_DIM
+from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, ptxas_resources
+from kernels.sass import disassemble, opcodes
+from tests.conftest import CHAPTERS
+
+by_number = {c.number: c for c in CHAPTERS}
+requires_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+def test_chapters_are_numbered_in_order():
+    assert [c.number for c in CHAPTERS] == list(range(1, len(CHAPTERS) + 1))
+    assert [c.name for c in CHAPTERS][:5] == ["k01_naive", "k02_cp_async", "k03_ldmatrix", "k04_swizzle", "k05_pipelining"]
+    assert all(c.title and c.source.exists() for c in CHAPTERS)
+
+
+@requires_nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_compiles_with_nvcc_without_spills(chapter, arch):
+    resources = ptxas_resources(compile_nvcc(chapter.source, arch).log)
+    assert len(resources) == len(ALL_INSTANCES)
+    for name, used in resources.items():
+        assert used.spill_stores == used.spill_loads == used.stack_frame == 0, f"{name} spills at {arch}: {used}"
+        assert used.registers <= 255
+
+
+def test_compiles_with_nvrtc_as_loaded(chapter):
+    """The exact path the loader takes at run time: NVRTC, every instance, no spills at sm_90."""
+    cubin = compile_nvrtc(chapter.source, "sm_90")
+    assert set(cubin.lowered_names) == set(ALL_INSTANCES)
+    resources = ptxas_resources(cubin.log)
+    assert set(resources) == set(cubin.lowered_names.values())
+    assert all(r.spill_stores == 0 and r.stack_frame == 0 for r in resources.values())
+
+
+def source_constant(chapter, name):
+    match = re.search(rf"constexpr int {name} = (\d+);", chapter.source.read_text())
+    return int(match.group(1)) if match else None
+
+
+def test_loader_launch_shape_matches_kernel_constants(chapter):
+    block_q, block_kv = source_constant(chapter, "BLOCK_Q"), source_constant(chapter, "BLOCK_KV")
+    n_warps, stages = source_constant(chapter, "N_WARPS"), source_constant(chapter, "STAGES") or 1
+    assert source_constant(chapter, "HEAD_DIM") == HEAD_DIM
+    assert chapter.kernel.block_q == block_q
+    assert chapter.kernel.n_threads == n_warps * 32
+    assert chapter.kernel.smem_bytes == (block_q + 2 * stages * block_kv) * HEAD_DIM * 2
+
+
+def sass_counts(chapter) -> Counter:
+    """Opcode counts (full names) of the bf16, non-causal instance at sm_90."""
+    cubin = compile_nvrtc(chapter.source, "sm_90")
+    sass = disassemble(cubin)[cubin.lowered_names[ALL_INSTANCES[0]]]
+    return opcodes(sass)
+
+
+def total(counts: Counter, prefix: str) -> int:
+    return sum(n for op, n in counts.items() if op == prefix or op.startswith(prefix + "."))
+
+
+@pytest.fixture(scope="module")
+def sass():
+    return {c.number: sass_counts(c) for c in CHAPTERS}
+
+
+def test_every_chapter_runs_on_tensor_cores_without_local_memory(sass):
+    for number, counts in sass.items():
+        assert total(counts, "HMMA") > 0, number
+        assert total(counts, "LDL") == total(counts, "STL") == 0, number
+
+
+def test_chapter2_copies_with_cp_async(sass):
+    assert total(sass[1], "LDGSTS") == 0 and total(sass[1], "LDG") > 0
+    assert total(sass[2], "LDGSTS") > 0 and total(sass[2], "LDG") == 0
+
+
+def test_chapter3_loads_fragments_with_ldmatrix(sass):
+    assert total(sass[1], "LDSM") == total(sass[2], "LDSM") == 0
+    assert any(".MT88" in op for op in sass[3] if op.startswith("LDSM")), "no transposed ldmatrix for V"
+    assert any(".MT88" not in op for op in sass[3] if op.startswith("LDSM")), "no plain ldmatrix for Q and K"
+    assert total(sass[3], "LDS") < total(sass[2], "LDS") / 4
+
+
+def test_chapter5_keeps_more_copies_in_flight(sass):
+    """Two stages: the prologue copies tile 0 and the loop copies tile j + 1, so more LDGSTS sites."""
+    assert total(sass[5], "LDGSTS") > total(sass[4], "LDGSTS")

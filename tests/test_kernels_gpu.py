@@ -1,0 +1,106 @@
+"""Every chapter against the exact attention on the GPU: no worse than torch's own SDPA, nothing unwritten."""
+
+import math
+
+import pytest
+import torch
+
+from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
+from tests.conftest import requires_gpu
+
+pytestmark = requires_gpu
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def random_qkv(batch, seq_len, heads, dtype, *, scale=1.0, seed=0):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    shape = (batch, seq_len, heads, 128)
+    return [scale * torch.randn(shape, device="cuda", generator=generator).to(dtype) for _ in range(3)]
+
+
+def torch_error(q, k, v, causal, exact):
+    """The error torch's own attention makes in the same precision (FA2, else torch's default backend)."""
+    backend = SDPA_BACKENDS[REFERENCE]
+    if not sdpa_available(backend, q, causal=causal):
+        backend = None
+    return attention_error(sdpa(q, k, v, causal=causal, backend=backend), exact)
+
+
+def check_chapter(chapter, q, k, v, causal):
+    exact = exact_attention(q, k, v, causal=causal)
+    out = torch.full_like(q, math.nan)  # poisoned: an element the kernel skips stays NaN and fails
+    result = chapter.attention(q, k, v, causal=causal, out=out)
+    torch.cuda.synchronize()
+    assert result.data_ptr() == out.data_ptr()
+    assert not out.isnan().any(), "some outputs were not written (or are NaN)"
+    error, baseline = attention_error(out, exact), torch_error(q, k, v, causal, exact)
+    assert error.within(baseline), f"{chapter.name}: {error} vs torch {baseline}"
+
+
+@pytest.mark.parametrize("seq_len", [1, 77, 1000, 4096])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_matches_exact_attention(chapter, seq_len, causal, dtype):
+    batch, heads = (1, 2) if seq_len == 4096 else (2, 3)
+    check_chapter(chapter, *random_qkv(batch, seq_len, heads, dtype, seed=seq_len), causal)
+
+
+@pytest.mark.parametrize("seq_len", [63, 130, 515])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_large_magnitude_inputs(chapter, seq_len, causal, dtype):
+    """Scores of several hundred: the softmax is nearly one-hot and the running max moves a lot."""
+    check_chapter(chapter, *random_qkv(2, seq_len, 2, dtype, scale=6.0, seed=seq_len), causal)
+
+
+def test_returns_new_tensor_in_input_layout(chapter):
+    q, k, v = random_qkv(2, 100, 3, torch.bfloat16)
+    out = chapter.attention(q, k, v)
+    assert out.shape == q.shape and out.dtype == q.dtype and out.device == q.device
+    assert out.data_ptr() not in (q.data_ptr(), k.data_ptr(), v.data_ptr())
+
+
+def test_strided_and_misaligned_inputs_are_copied(chapter):
+    """A view with other strides, or storage 2 bytes off 16-byte alignment, gives the same result."""
+    q, k, v = random_qkv(2, 200, 4, torch.float16)
+    expected = chapter.attention(q, k, v, causal=True)
+    transposed = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v)]
+    assert not transposed[0].is_contiguous()
+    torch.testing.assert_close(chapter.attention(*transposed, causal=True), expected, rtol=0, atol=0)
+    misaligned = []
+    for x in (q, k, v):
+        storage = torch.empty(x.numel() + 1, dtype=x.dtype, device="cuda")
+        view = storage[1:].view(x.shape)
+        view.copy_(x)
+        misaligned.append(view)
+    assert misaligned[0].data_ptr() % 16 != 0
+    torch.testing.assert_close(chapter.attention(*misaligned, causal=True), expected, rtol=0, atol=0)
+
+
+def test_launches_on_torchs_current_stream(chapter):
+    """Captured into a CUDA graph: a launch on any other stream would break the capture or be missed."""
+    q, k, v = random_qkv(1, 300, 2, torch.bfloat16)
+    out = torch.full_like(q, math.nan)
+    chapter.attention(q, k, v, out=out)  # compile and load outside the capture
+    out.fill_(math.nan)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chapter.attention(q, k, v, out=out)
+    assert out.isnan().all(), "the kernel ran during capture: it was not launched on the capturing stream"
+    graph.replay()
+    torch.cuda.synchronize()
+    assert attention_error(out, exact_attention(q, k, v)).rel_l2 < 1e-2
+
+
+def test_deterministic(chapter):
+    q, k, v = random_qkv(2, 333, 2, torch.bfloat16)
+    first = chapter.attention(q, k, v, causal=True)
+    assert torch.equal(first, chapter.attention(q, k, v, causal=True))
+
+
+def test_cuda_error_names_the_chapter(chapter):
+    """Bad input on the GPU still gets a Python error, not a crash."""
+    q, k, v = random_qkv(1, 10, 1, torch.bfloat16)
+    with pytest.raises(ValueError, match="out must match q"):
+        chapter.attention(q, k, v, out=torch.empty(1, 10, 1, 64, device="cuda", dtype=torch.bfloat16))
