@@ -6,10 +6,12 @@
 """
 
 import sys
+from pathlib import Path
 
 import torch
 
-from kernels import chapters, select
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from kernels import chapters, select  # noqa: E402
 
 q, k, v = (torch.randn(4, 1024, 16, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 for chapter in select(chapters(), ",".join(sys.argv[1:])):
