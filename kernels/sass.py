@@ -31,16 +31,34 @@ def find_tool(name: str) -> Path:
     raise BuildError(f"{name} not found: install the CUDA toolkit or `pip install nvidia-cuda-{name}`")
 
 
-def disassemble(cubin: Cubin) -> dict[str, str]:
-    """SASS text of every kernel in the cubin, by mangled name."""
+def cuobjdump(cubin: Cubin, option: str) -> str:
+    """What ``cuobjdump <option>`` prints for the cubin (e.g. "-sass", "-res-usage")."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "kernel.cubin"
         path.write_bytes(cubin.image)
-        result = subprocess.run([str(find_tool("cuobjdump")), "-sass", str(path)], capture_output=True, text=True)
+        result = subprocess.run([str(find_tool("cuobjdump")), option, str(path)], capture_output=True, text=True)
     if result.returncode != 0:
-        raise BuildError(f"cuobjdump failed: {result.stderr.strip()}")
-    functions = re.split(r"^\s*Function : (\S+)\s*$", result.stdout, flags=re.MULTILINE)
-    return dict(zip(functions[1::2], functions[2::2]))
+        raise BuildError(f"cuobjdump {option} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def disassemble(cubin: Cubin) -> dict[str, str]:
+    """SASS text of every kernel in the cubin, by mangled name."""
+    functions = re.split(r"^\s*Function : (\S+)\s*$", cuobjdump(cubin, "-sass"), flags=re.MULTILINE)
+    return dict(zip(functions[1::2], functions[2::2], strict=True))
+
+
+def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:
+    """``cuobjdump -res-usage`` output as {mangled name: {"REG": 218, "SHARED": 1024, "STACK": 0, ...}}."""
+    usage = {}
+    for name, fields in re.findall(r"^\s*Function (\S+):\s*\n([^\n]*)", text, flags=re.MULTILINE):
+        usage[name] = {key: int(value) for key, value in re.findall(r"([A-Z_]+(?:\[\d+\])?):(\d+)", fields)}
+    return usage
+
+
+def resource_usage(cubin: Cubin) -> dict[str, dict[str, int]]:
+    """Registers, static shared memory, stack and local memory of every kernel in the cubin, by mangled name."""
+    return parse_resource_usage(cuobjdump(cubin, "-res-usage"))
 
 
 def opcodes(sass: str) -> Counter[str]:
