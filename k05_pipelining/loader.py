@@ -8,7 +8,7 @@ from kernels import AttentionKernel
 
 TITLE = "pipelining: two stages, the next tile copies under this tile's math"
 
-BLOCK_Q, BLOCK_KV, HEAD_DIM, N_WARPS, STAGES = 64, 64, 128, 4, 2
+BLOCK_Q, BLOCK_KV, HEAD_DIM, N_WARPS, STAGES = 128, 64, 128, 8, 2
 KERNEL = AttentionKernel(
     Path(__file__).with_name("flash_attention.cu"),
     block_q=BLOCK_Q,

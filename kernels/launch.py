@@ -118,7 +118,8 @@ class AttentionKernel:
         )
         import cupy
 
-        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(q.device).cuda_stream, q.device.index)
+        # torch's current stream (the CUDA stream protocol), so the launch is ordered with torch's own work.
+        stream = cupy.cuda.Stream.from_external(torch.cuda.current_stream(q.device))
         try:
             with cupy.cuda.Device(q.device.index):
                 kernel(grid, (self.n_threads,), args, shared_mem=self.smem_bytes, stream=stream)

@@ -1,0 +1,393 @@
+"""Draw every figure in docs/: the layouts (fragments, ldmatrix, the V transpose, the swizzle), the
+pipeline schematic, and the ladder plot from results/headline.json.
+
+    python docs/figures/make_figures.py          # rewrites docs/figures/*.png
+
+The layout figures are computed from the same formulas the kernels use (row = lane / 4, ...), so a
+figure cannot drift from the code by a redrawn typo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
+
+FIGURES = Path(__file__).resolve().parent
+ROOT = FIGURES.parent.parent
+DPI = 140
+# One hue per register / matrix / lane group; light enough that black text on top stays legible.
+HUES = ["#8fb8de", "#f4b183", "#a9d18e", "#d9a3d6"]
+HIGHLIGHT = "#c00000"  # the one lane a figure follows
+FOLLOWED_LANE = 5  # g = 1, t = 1: neither coordinate is 0, so a reader can check both formulas
+
+
+# ---------------------------------------------------------------------------------------------------
+# Drawing helpers: a grid axis with row 0 on top, and one rectangle per owned run of elements.
+# ---------------------------------------------------------------------------------------------------
+
+
+def grid_axes(ax: plt.Axes, rows: int, cols: int, title: str, *, col_label: str = "", row_label: str = "") -> None:
+    """An empty (rows, cols) element grid, row 0 at the top, one unit per element."""
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    ax.set_aspect("equal")
+    ax.set_xticks([c + 0.5 for c in range(cols)], [str(c) for c in range(cols)], fontsize=7)
+    ax.set_yticks([r + 0.5 for r in range(rows)], [str(r) for r in range(rows)], fontsize=7)
+    ax.tick_params(length=0, labeltop=True, labelbottom=False)
+    ax.set_xlabel(col_label, fontsize=9)
+    ax.xaxis.set_label_position("top")
+    ax.set_ylabel(row_label, fontsize=9)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title(title, fontsize=10, pad=22 if col_label else 8)
+
+
+def box(ax: plt.Axes, row: float, col: float, width: float, color, text: str = "", *, height: float = 1,
+        fontsize: float = 7, edge: str = "white", linewidth: float = 1.0, zorder: int = 1) -> None:
+    """One rectangle of elements, top-left at (row, col), with a centred label."""
+    ax.add_patch(Rectangle((col, row), width, height, facecolor=color, edgecolor=edge, linewidth=linewidth,
+                           zorder=zorder))
+    if text:
+        ax.text(col + width / 2, row + height / 2, text, ha="center", va="center", fontsize=fontsize, zorder=zorder + 1)
+
+
+def outline(ax: plt.Axes, row: float, col: float, width: float, height: float = 1, *, color: str = HIGHLIGHT,
+            linewidth: float = 2.2) -> None:
+    ax.add_patch(Rectangle((col, row), width, height, fill=False, edgecolor=color, linewidth=linewidth, zorder=5))
+
+
+def shade(color: str, amount: float) -> tuple[float, float, float]:
+    """Mix a colour with white (amount < 0) or black (amount > 0)."""
+    r, g, b = to_rgb(color)
+    target = 0.0 if amount > 0 else 1.0
+    a = abs(amount)
+    return (r + (target - r) * a, g + (target - g) * a, b + (target - b) * a)
+
+
+def fragment_owner(row: int, col: int) -> int:
+    """The lane that holds element (row, col) of an (8, 8) mma fragment: row = lane / 4, col = (lane % 4) * 2."""
+    return 4 * (row % 8) + (col % 8) // 2
+
+
+def draw_fragment_pairs(ax: plt.Axes, row0: int, col0: int, color, *, follow: bool = True) -> None:
+    """The 32 lanes' element pairs of one (8, 8) fragment placed at (row0, col0)."""
+    for lane in range(32):
+        row, col = lane // 4, (lane % 4) * 2
+        box(ax, row0 + row, col0 + col, 2, color, f"T{lane}")
+        if follow and lane == FOLLOWED_LANE:
+            outline(ax, row0 + row, col0 + col, 2)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (a) Who holds what in an mma.m16n8k16.
+# ---------------------------------------------------------------------------------------------------
+
+
+def figure_mma_fragments(path: Path) -> None:
+    fig, axes = plt.subplots(1, 4, figsize=(19, 6.6), gridspec_kw={"width_ratios": [8, 16, 16, 8]})
+    fragment, a_ax, b_ax, c_ax = axes
+
+    grid_axes(fragment, 8, 8, "one (8, 8) fragment, 16-bit\nrow = lane / 4, col = (lane % 4) * 2",
+              col_label="col", row_label="row")
+    for lane in range(32):
+        row, col = lane // 4, (lane % 4) * 2
+        box(fragment, row, col, 2, HUES[lane % 4], f"T{lane}", fontsize=8)
+    outline(fragment, FOLLOWED_LANE // 4, (FOLLOWED_LANE % 4) * 2, 2)
+    fragment.text(4, 9.0, "a lane holds 2 adjacent values:\none 32-bit register\n"
+                  "4 lanes share a row", ha="center", va="top", fontsize=9)
+
+    # A (16, 16): register i is fragment (i % 2, i / 2): a0 top-left, a1 bottom-left, a2 top-right, a3 bottom-right.
+    grid_axes(a_ax, 16, 16, "A operand (m, k) = (16, 16): 4 registers per lane", col_label="k", row_label="m")
+    for reg in range(4):
+        draw_fragment_pairs(a_ax, 8 * (reg % 2), 8 * (reg // 2), HUES[reg])
+    a_ax.legend(handles=[Patch(color=HUES[r], label=label) for r, label in enumerate(
+        ["a0: row g,      cols 2t, 2t+1", "a1: row g + 8,  cols 2t, 2t+1",
+         "a2: row g,      cols 2t+8, 2t+9", "a3: row g + 8,  cols 2t+8, 2t+9"])],
+        loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=8, frameon=False)
+
+    # B (k, n) = (16, 8), stored as its transpose (n, k) = (8, 16): the same fragment map as A's top row.
+    grid_axes(b_ax, 8, 16, "B operand, stored (n, k) = (8, 16): 2 registers per lane\nD = A · Bᵀ + C",
+              col_label="k", row_label="n")
+    for reg in range(2):
+        draw_fragment_pairs(b_ax, 0, 8 * reg, HUES[reg])
+    b_ax.legend(handles=[Patch(color=HUES[r], label=label) for r, label in enumerate(
+        ["b0: row n = g, cols k = 2t, 2t+1", "b1: row n = g, cols k = 2t+8, 2t+9"])],
+        loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=1, fontsize=8, frameon=False)
+    b_ax.text(8, 12.5, "K is stored (key, dim) = (n, k) already:\nits rows feed B as they are", ha="center",
+              va="center", fontsize=9)
+
+    # C/D (16, 8) fp32: each lane's pair is two floats, so two registers per (8, 8) fragment.
+    grid_axes(c_ax, 16, 8, "C / D (m, n) = (16, 8), fp32:\n4 registers per lane", col_label="n", row_label="m")
+    for half in range(2):
+        draw_fragment_pairs(c_ax, 8 * half, 0, HUES[2 + half])
+    c_ax.legend(handles=[Patch(color=HUES[2], label="c0, c1: row g"), Patch(color=HUES[3], label="c2, c3: row g + 8")],
+                loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=1, fontsize=8, frameon=False)
+
+    fig.suptitle(f"mma.sync.m16n8k16: which lane holds which elements (g = lane / 4, t = lane % 4; "
+                 f"lane {FOLLOWED_LANE} outlined in red)", fontsize=12)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (b) ldmatrix x4: each lane names one 16-byte row; every lane receives its mma pairs.
+# ---------------------------------------------------------------------------------------------------
+
+
+def figure_ldmatrix(path: Path) -> None:
+    fig, (addresses, received) = plt.subplots(1, 2, figsize=(15, 6.8), gridspec_kw={"width_ratios": [16, 9]})
+
+    grid_axes(addresses, 16, 16, "ldmatrix.x4 on a (16, 16) block: lane l points at\n"
+              "row l % 16, col (l / 16) * 8 (one 16-byte row of 8 values)", col_label="col", row_label="row")
+    for lane in range(32):
+        row, col = lane % 16, (lane // 16) * 8
+        matrix = lane // 8
+        box(addresses, row, col, 8, HUES[matrix], f"lane {lane}", fontsize=8)
+    for matrix in range(4):
+        row0, col0 = 8 * (matrix % 2), 8 * (matrix // 2)
+        outline(addresses, row0, col0, 8, 8, color="black", linewidth=1.6)
+    addresses.legend(handles=[Patch(color=HUES[m], label=f"lanes {8 * m}-{8 * m + 7}: matrix {m} -> register r{m}")
+                              for m in range(4)],
+                     loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=9, frameon=False)
+
+    grid_axes(received, 8, 8, "what arrives: register r0 of every lane holds\nits mma pair of matrix 0",
+              col_label="col", row_label="row")
+    draw_fragment_pairs(received, 0, 0, HUES[0])
+    received.text(4, 8.6, "the same for r1, r2, r3 from matrices 1, 2, 3.\n\n"
+                  "A operand: (a0, a1, a2, a3) = (r0, r1, r2, r3)\n"
+                  "K as B, two n-tiles of 8 keys:\n"
+                  "  n-tile 0 = (r0, r2), n-tile 1 = (r1, r3)\n\n"
+                  "1 instruction instead of 4 loads per lane,\n"
+                  "but 4 x 8 rows of 16 bytes still go through the banks",
+                  ha="center", va="top", fontsize=9)
+
+    fig.suptitle("ldmatrix: addresses follow the shared-memory rows, results follow the mma fragments", fontsize=12)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (c) V as a B operand: .trans turns each (8, 8), swapping r1 and r2 turns the (2, 2) arrangement.
+# ---------------------------------------------------------------------------------------------------
+
+
+def draw_v_block(ax: plt.Axes, placement: dict[tuple[int, int], int], transposed: bool, title: str,
+                 row_label: str, col_label: str, names: dict[int, str]) -> None:
+    """A (16, 16) block made of the four matrices: placement maps (quadrant row, col) -> register.
+
+    Each cell's shade follows its key (row of V), so V's stripes are horizontal and Vᵀ's vertical.
+    """
+    grid_axes(ax, 16, 16, title, col_label=col_label, row_label=row_label)
+    for (qr, qc), reg in placement.items():
+        for i in range(8):
+            for j in range(8):
+                key = j if transposed else i
+                box(ax, 8 * qr + i, 8 * qc + j, 1, shade(HUES[reg], 0.45 * key / 7), edge=(1, 1, 1, 0.5),
+                    linewidth=0.4)
+        ax.text(8 * qc + 4, 8 * qr + 4, names[reg], ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9, "linewidth": 0})
+        outline(ax, 8 * qr, 8 * qc, 8, 8, color="black", linewidth=1.4)
+
+
+def figure_v_transpose(path: Path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(18, 7.4))
+    # As ldmatrix loads them (same addresses as K): r0 top-left, r1 bottom-left, r2 top-right, r3 bottom-right.
+    loaded = {(0, 0): 0, (1, 0): 1, (0, 1): 2, (1, 1): 3}
+    v_names = {0: "r0\nkeys 0-7\ndims 0-7", 1: "r1\nkeys 8-15\ndims 0-7",
+               2: "r2\nkeys 0-7\ndims 8-15", 3: "r3\nkeys 8-15\ndims 8-15"}
+    draw_v_block(axes[0], loaded, False, "1. V in shared memory is (key, dim) = (k, n):\n"
+                 "the wrong way round for B, which wants (n, k)", "key (k)", "dim (n)", v_names)
+    draw_v_block(axes[1], loaded, True, "2. ldmatrix .trans: each (8, 8) arrives transposed\n"
+                 "(stripes turn), but r1 and r2 still sit crosswise", "", "", v_names)
+    # Vᵀ: its top-right quadrant is V's bottom-left (r1), its bottom-left is V's top-right (r2).
+    swapped = {(0, 0): 0, (0, 1): 1, (1, 0): 2, (1, 1): 3}
+    vt_names = {0: "r0 = b0\nof n-tile 0", 1: "r1 = b1\nof n-tile 0", 2: "r2 = b0\nof n-tile 1", 3: "r3 = b1\nof n-tile 1"}
+    draw_v_block(axes[2], swapped, True, "3. use r1 and r2 the other way round (compared with K):\n"
+                 "the whole block is Vᵀ, (dim, key) = (n, k)", "dim (n)", "key (k)", vt_names)
+    axes[2].text(8, 17.2, "n-tile 0 = dims 0-7 = (r0, r1);  n-tile 1 = dims 8-15 = (r2, r3)\n"
+                 "code: ldmatrix_x4_trans(frag[0][0], frag[0][1], frag[1][0], frag[1][1], ...)",
+                 ha="center", va="top", fontsize=9)
+    axes[0].text(8, 17.2, "shade = key: a row of V is one key", ha="center", va="top", fontsize=9)
+    for left in axes[:2]:
+        left.annotate("", xy=(1.13, 0.5), xytext=(1.02, 0.5), xycoords="axes fraction",
+                      arrowprops={"arrowstyle": "-|>", "lw": 2, "color": "black"})
+    fig.suptitle("V as the B operand of P · V: a transpose inside each matrix, and one between them", fontsize=12)
+    fig.tight_layout(w_pad=4)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (d) The swizzle: 16-byte chunk c of row r stored at chunk c ^ (r % 8).
+# ---------------------------------------------------------------------------------------------------
+
+BANK_COLORS = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5"]
+
+
+def draw_chunk_grid(ax: plt.Axes, swizzled: bool, read_chunk: int) -> None:
+    """8 rows x 16 chunks of one 256-byte-row tile, by stored position; the label is the logical chunk."""
+    ax.set_xlim(0, 16)
+    ax.set_ylim(8, 0)
+    ax.set_aspect("equal")
+    ax.set_xticks([p + 0.5 for p in range(16)], [f"{4 * (p % 8)}-{4 * (p % 8) + 3}" for p in range(16)],
+                  fontsize=7, rotation=90)
+    ax.set_yticks([r + 0.5 for r in range(8)], [str(r) for r in range(8)], fontsize=8)
+    ax.tick_params(length=0, labeltop=True, labelbottom=False)
+    ax.set_xlabel("stored position: banks of each 16-byte chunk (a 256-byte row wraps the 32 banks twice)", fontsize=9)
+    ax.xaxis.set_label_position("top")
+    ax.set_ylabel("row r", fontsize=9)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    for row in range(8):
+        for chunk in range(16):
+            stored = chunk ^ row if swizzled else chunk
+            box(ax, row, stored, 1, BANK_COLORS[stored % 8], str(chunk), fontsize=9, edge="white")
+            if chunk == read_chunk:
+                outline(ax, row, stored, 1, color="black", linewidth=2.6)
+
+
+def figure_swizzle(path: Path) -> None:
+    fig, (plain, swizzled) = plt.subplots(2, 1, figsize=(11, 9.6))
+    draw_chunk_grid(plain, False, 0)
+    plain.set_title("plain (kernels 1-3): chunk c of every row at position c", fontsize=11, pad=10)
+    plain.text(8, 8.5, "one ldmatrix phase reads chunk 0 of rows 0-7 (outlined): all in banks 0-3\n"
+               "-> 8-way conflict, 8 wavefronts for 128 bytes", ha="center", va="top", fontsize=10)
+    draw_chunk_grid(swizzled, True, 0)
+    swizzled.set_title("swizzled (kernel 4): chunk c of row r at position c XOR (r % 8)", fontsize=11, pad=10)
+    swizzled.text(8, 8.5, "the same 8 reads land in 8 different bank groups\n"
+                  "-> no conflict, 1 wavefront; chunks stay whole, so 16-byte copies and ldmatrix rows still work",
+                  ha="center", va="top", fontsize=10)
+    fig.suptitle("The XOR swizzle (label = logical chunk, colour = the 4 banks it occupies)", fontsize=12)
+    fig.tight_layout(h_pad=3)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (e) The pipeline schematic: when the copies of each K/V tile run against the math.
+# ---------------------------------------------------------------------------------------------------
+
+COPY_K, COPY_V, MATH_S, MATH_PV = 1.0, 1.0, 1.3, 1.0  # arbitrary units: a schematic, not a measurement
+STEP_COLORS = {"copy K": "#4c72b0", "copy V": "#8fb8de", "S = Q·Kᵀ, softmax": "#dd8452", "O += P·V": "#c44e52"}
+
+
+def schedule_synchronous(n_tiles: int) -> list[tuple[str, int, float, float]]:
+    """Kernel 1: copy K and V, wait, then all the math; nothing overlaps."""
+    steps, now = [], 0.0
+    for j in range(n_tiles):
+        steps += [("copy K", j, now, COPY_K), ("copy V", j, now + COPY_K, COPY_V)]
+        now += COPY_K + COPY_V
+        steps += [("S = Q·Kᵀ, softmax", j, now, MATH_S), ("O += P·V", j, now + MATH_S, MATH_PV)]
+        now += MATH_S + MATH_PV
+    return steps
+
+
+def schedule_v_overlap(n_tiles: int) -> list[tuple[str, int, float, float]]:
+    """Kernels 2-4: wait only for K; V's copy runs under S and the softmax."""
+    steps, now = [], 0.0
+    for j in range(n_tiles):
+        steps += [("copy K", j, now, COPY_K), ("copy V", j, now + COPY_K, COPY_V)]
+        now += COPY_K
+        steps.append(("S = Q·Kᵀ, softmax", j, now, MATH_S))
+        now = max(now + MATH_S, now + COPY_V)
+        steps.append(("O += P·V", j, now, MATH_PV))
+        now += MATH_PV
+    return steps
+
+
+def schedule_two_stages(n_tiles: int) -> list[tuple[str, int, float, float]]:
+    """Two stages: tile j + 1 is copied into the other buffer while tile j's math runs."""
+    steps = [("copy K", 0, 0.0, COPY_K), ("copy V", 0, COPY_K, COPY_V)]
+    k_ready, v_ready, now = COPY_K, COPY_K + COPY_V, 0.0
+    for j in range(n_tiles):
+        now = max(now, k_ready)
+        if j + 1 < n_tiles:
+            steps += [("copy K", j + 1, now, COPY_K), ("copy V", j + 1, now + COPY_K, COPY_V)]
+            next_k, next_v = now + COPY_K, now + COPY_K + COPY_V
+        steps.append(("S = Q·Kᵀ, softmax", j, now, MATH_S))
+        now = max(now + MATH_S, v_ready)
+        steps.append(("O += P·V", j, now, MATH_PV))
+        now += MATH_PV
+        if j + 1 < n_tiles:
+            k_ready, v_ready = next_k, next_v
+    return steps
+
+
+def figure_pipeline(path: Path, n_tiles: int = 4) -> None:
+    scenarios = [
+        ("kernel 1: synchronous copies", schedule_synchronous(n_tiles)),
+        ("kernels 2-4: V copied under S and softmax", schedule_v_overlap(n_tiles)),
+        ("two stages (chapter 5): tile j+1 copied under tile j", schedule_two_stages(n_tiles)),
+    ]
+    fig, ax = plt.subplots(figsize=(13, 5.2))
+    labels, y = [], 0.0
+    for title, steps in reversed(scenarios):
+        for lane, kinds in (("math", ("S = Q·Kᵀ, softmax", "O += P·V")), ("copy", ("copy K", "copy V"))):
+            for kind, tile, start, length in steps:
+                if kind in kinds:
+                    ax.broken_barh([(start, length)], (y, 0.8), facecolors=STEP_COLORS[kind], edgecolor="white")
+                    ax.text(start + length / 2, y + 0.4, str(tile), ha="center", va="center", fontsize=8,
+                            color="white" if kind != "copy V" else "black")
+            labels.append((y + 0.4, lane))
+            y += 1.0
+        end = max(start + length for _, _, start, length in steps)
+        ax.text(end + 0.15, y - 1.1, f"done at {end:.1f}", va="center", fontsize=9)
+        ax.text(0, y + 0.05, title, fontsize=10, fontweight="bold", va="bottom")
+        y += 0.9
+    ax.set_yticks([pos for pos, _ in labels], [lane for _, lane in labels], fontsize=9)
+    ax.set_xlabel("time (schematic units; numbers in the bars are K/V tile indices)")
+    ax.set_ylim(-0.3, y)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in STEP_COLORS.items()], loc="upper center",
+              bbox_to_anchor=(0.5, -0.16), ncol=4, fontsize=9, frameon=False)
+    ax.set_title("One block's main loop: copies (global -> shared) against math (tensor cores, softmax)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (f) The ladder: the same plot as `runner.py --from-json results/headline.json --plot ...`.
+# ---------------------------------------------------------------------------------------------------
+
+
+def figure_ladder(path: Path, results: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from kernels.report import load_runs, plot_ladder
+
+    plot_ladder(load_runs(results)[0], path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Regenerate the PNG figures under docs/figures/.")
+    parser.add_argument("--results", type=Path, default=ROOT / "results" / "headline.json",
+                        help="the saved run the ladder plot shows (default: results/headline.json)")
+    args = parser.parse_args()
+    figures = {
+        "mma_fragments.png": figure_mma_fragments,
+        "ldmatrix_x4.png": figure_ldmatrix,
+        "v_transpose.png": figure_v_transpose,
+        "swizzle.png": figure_swizzle,
+        "pipeline.png": figure_pipeline,
+    }
+    for name, draw in figures.items():
+        draw(FIGURES / name)
+        print(f"wrote {FIGURES / name}")
+    figure_ladder(FIGURES / "ladder.png", args.results)
+    print(f"wrote {FIGURES / 'ladder.png'}")
+
+
+if __name__ == "__main__":
+    main()
