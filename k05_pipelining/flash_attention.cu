@@ -105,6 +105,7 @@ __device__ void cp_async_wait() {
 template <int BLOCK_ROWS, typename T>
 __device__ void load_tile(T* tile, const T* head, int row0, int seq_len, int row_stride) {
     constexpr int CHUNKS_PER_ROW = HEAD_DIM / CHUNK;
+    static_assert(BLOCK_ROWS * CHUNKS_PER_ROW % N_THREADS == 0, "every thread copies the same number of chunks");
 #pragma unroll
     for (int step = 0; step < BLOCK_ROWS * CHUNKS_PER_ROW / N_THREADS; ++step) {
         const int chunk = step * N_THREADS + threadIdx.x;
