@@ -73,11 +73,6 @@ def shade(color: str, amount: float) -> tuple[float, float, float]:
     return (r + (target - r) * a, g + (target - g) * a, b + (target - b) * a)
 
 
-def fragment_owner(row: int, col: int) -> int:
-    """The lane that holds element (row, col) of an (8, 8) mma fragment: row = lane / 4, col = (lane % 4) * 2."""
-    return 4 * (row % 8) + (col % 8) // 2
-
-
 def draw_fragment_pairs(ax: plt.Axes, row0: int, col0: int, color, *, follow: bool = True) -> None:
     """The 32 lanes' element pairs of one (8, 8) fragment placed at (row0, col0)."""
     for lane in range(32):
