@@ -1,9 +1,9 @@
 """Run every chapter on one Q, K, V and print the ladder next to torch's attention.
 
-    python runner.py                        # the headline shape: batch 16, seq 4096, 16 heads, bf16
-    python runner.py --causal --seq-len 1024,16384 --kernels 3,4
-    python runner.py --markdown --json run.json --plot ladder.png
-    python runner.py inspect | diff 3 4 | profile 5     (see `python runner.py inspect --help`, ...)
+python runner.py                        # the headline shape: batch 16, seq 4096, 16 heads, bf16
+python runner.py --causal --seq-len 1024,16384 --kernels 3,4
+python runner.py --markdown --json run.json --plot ladder.png
+python runner.py inspect | diff 3 4 | profile 5     (see `python runner.py inspect --help`, ...)
 """
 
 from __future__ import annotations
@@ -21,10 +21,21 @@ import torch
 
 from kernels import chapters, select
 from kernels.report import Row, Run, load_runs, plot_ladder, print_runs, save_runs
-from reference import REFERENCE, SDPA_BACKENDS, attention_error, attention_flops, exact_attention, sdpa_available, sdpa_function
+from reference import (
+    REFERENCE,
+    SDPA_BACKENDS,
+    attention_error,
+    attention_flops,
+    exact_attention,
+    sdpa_available,
+    sdpa_function,
+)
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-NO_GPU = "No CUDA GPU found: the ladder runs on an NVIDIA GPU (sm_80 or newer). `python runner.py inspect` works without one."
+NO_GPU = (
+    "No CUDA GPU found: the ladder runs on an NVIDIA GPU (sm_80 or newer). "
+    "`python runner.py inspect` works without one."
+)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -70,7 +81,9 @@ def median_ms(fn: Callable[[int], object], warmup: int, repeats: int) -> float:
     return statistics.median(start.elapsed_time(end) for start, end in events)
 
 
-def make_inputs(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> list[tuple[torch.Tensor, ...]]:
+def make_inputs(
+    shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator
+) -> list[tuple[torch.Tensor, ...]]:
     """Fresh random Q, K, V; several sets when one would fit in L2, so timed runs rotate through memory."""
     set_bytes = 3 * math.prod(shape) * torch.finfo(dtype).bits // 8
     l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
@@ -107,8 +120,14 @@ def run_ladder(args: argparse.Namespace, seq_len: int, progress) -> Run:
     flops = attention_flops(*shape, causal=args.causal)
     exact = exact_attention(q, k, v, causal=args.causal)
     run = Run(
-        {"batch": args.batch, "seq_len": seq_len, "heads": args.heads, "head_dim": args.head_dim,
-         "dtype": args.dtype, "causal": args.causal},
+        {
+            "batch": args.batch,
+            "seq_len": seq_len,
+            "heads": args.heads,
+            "head_dim": args.head_dim,
+            "dtype": args.dtype,
+            "causal": args.causal,
+        },
         environment(),
     )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 
@@ -97,9 +96,16 @@ class AttentionKernel:
         self.block_q = block_q
         self.n_threads = n_threads
         self.smem_bytes = smem_bytes
+        self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
 
     def __call__(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, out: torch.Tensor | None = None
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        causal: bool = False,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """softmax(q kᵀ / √128) v, causal or not; written into ``out`` when given."""
         q, k, v = check_inputs(q, k, v)
@@ -127,9 +133,14 @@ class AttentionKernel:
             raise KernelError(f"{self.chapter}: launch of grid {grid} failed: {error}") from error
         return out
 
-    @functools.cache
     def _kernel(self, device_index: int, dtype: torch.dtype, causal: bool):
-        """The loaded kernel for one device, element type and causal flag (cached)."""
+        """The loaded kernel for one device, element type and causal flag (compiled and loaded once)."""
+        key = (device_index, dtype, causal)
+        if key not in self._loaded:
+            self._loaded[key] = self._load(*key)
+        return self._loaded[key]
+
+    def _load(self, device_index: int, dtype: torch.dtype, causal: bool):
         import cupy
 
         major, minor = torch.cuda.get_device_capability(device_index)

@@ -57,7 +57,7 @@ def shape_title(shape: dict) -> str:
     )
 
 
-COLUMNS = ["", "ms", "TFLOP/s", "% of FA2", "step", "max abs err", "rel L2 err", "check"]
+COLUMNS = ["", "ms", "TFLOP/s", "% of FA2", "step", "max err", "rel L2", "check"]
 
 
 def _cells(row: Row) -> list[str]:
@@ -77,7 +77,7 @@ def _cells(row: Row) -> list[str]:
 def rich_table(run: Run) -> Table:
     table = Table(title=shape_title(run.shape), caption=run.environment.get("device", ""))
     for i, column in enumerate(COLUMNS):
-        table.add_column(column, justify="left" if i == 0 else "right")
+        table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row in run.rows:
         cells = _cells(row)
         if row.ok is not None:
@@ -87,7 +87,7 @@ def rich_table(run: Run) -> Table:
 
 
 def markdown_table(run: Run) -> str:
-    return tabulate([_cells(row) for row in run.rows], headers=COLUMNS, tablefmt="github")
+    return tabulate([_cells(row) for row in run.rows], headers=COLUMNS, tablefmt="github", disable_numparse=True)
 
 
 def print_runs(runs: list[Run], *, markdown: bool = False) -> None:
@@ -114,10 +114,20 @@ def plot_ladder(run: Run, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(chapters) + 2), 4.5))
     bars = ax.bar([r.name for r in chapters], [r.tflops for r in chapters], color="#4c72b0")
     ax.bar_label(bars, fmt="%.0f", padding=2)
-    for reference, color in zip(references, ["#c44e52", "#55a868", "#8172b2"]):
+    colors = ["#c44e52", "#55a868", "#8172b2"]
+    label_heights = _spread([r.tflops for r in references], gap=0.04 * max(r.tflops for r in run.rows))
+    for reference, color, height in zip(references, colors, label_heights, strict=False):
         ax.axhline(reference.tflops, color=color, linestyle="--", linewidth=1.2)
-        ax.annotate(f"{reference.name} {reference.tflops:.0f}", (1.0, reference.tflops), xycoords=("axes fraction", "data"),
-                    xytext=(4, 0), textcoords="offset points", va="center", color=color, fontsize=9)
+        ax.annotate(
+            f"{reference.name} {reference.tflops:.0f}",
+            (1.0, height),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            color=color,
+            fontsize=9,
+        )
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"{shape_title(run.shape)}\n{run.environment.get('device', '')}", fontsize=10)
     ax.tick_params(axis="x", rotation=30)
@@ -125,3 +135,12 @@ def plot_ladder(run: Run, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+
+
+def _spread(values: list[float], gap: float) -> list[float]:
+    """Label heights near ``values`` but at least ``gap`` apart, so close reference lines stay readable."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    heights = list(values)
+    for previous, current in zip(order, order[1:], strict=False):
+        heights[current] = max(heights[current], heights[previous] + gap)
+    return heights

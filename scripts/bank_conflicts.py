@@ -1,8 +1,7 @@
 """Run chosen chapters once each at one shape, for Nsight Compute to count their shared-memory conflicts.
 
-    ncu --clock-control none -k regex:flash_attention --metrics \
-        l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum \
-        python scripts/bank_conflicts.py 3 4
+    M=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+    ncu --clock-control none -k regex:flash_attention --metrics $M python scripts/bank_conflicts.py 3 4
 """
 
 import sys

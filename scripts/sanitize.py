@@ -1,6 +1,6 @@
 """Run chapters at a ragged, causal shape (and a full one) for compute-sanitizer's memcheck and racecheck.
 
-    compute-sanitizer --tool racecheck python scripts/sanitize.py 5 7
+compute-sanitizer --tool racecheck python scripts/sanitize.py 5 7
 """
 
 import sys

@@ -17,7 +17,13 @@ requires_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is
 
 def test_chapters_are_numbered_in_order():
     assert [c.number for c in CHAPTERS] == list(range(1, len(CHAPTERS) + 1))
-    assert [c.name for c in CHAPTERS][:5] == ["k01_naive", "k02_cp_async", "k03_ldmatrix", "k04_swizzle", "k05_pipelining"]
+    assert [c.name for c in CHAPTERS][:5] == [
+        "k01_naive",
+        "k02_cp_async",
+        "k03_ldmatrix",
+        "k04_swizzle",
+        "k05_pipelining",
+    ]
     assert all(c.title and c.source.exists() for c in CHAPTERS)
 
 
@@ -101,3 +107,22 @@ def test_chapter5_keeps_the_next_tile_in_flight(sass_texts):
     """Kernel 4 waits with at most one group (V) in flight; kernel 5 also keeps tile j + 1's K and V going."""
     assert deepest_wait(sass_texts[4]) == 1
     assert deepest_wait(sass_texts[5]) == 2
+
+
+INTEGER_ALU = ("IMAD", "IADD3", "VIADD", "LEA", "LOP3", "SHF")
+
+
+def test_chapter6_folds_the_scale_into_the_exponent(sass):
+    """Same number of exponentials, about a hundred fewer multiplies (the log2(e) and scale FMULs)."""
+    assert total(sass[6], "MUFU") == total(sass[5], "MUFU")
+    assert total(sass[6], "FMUL") < total(sass[5], "FMUL") - 64
+
+
+def test_chapter7_spends_fewer_integer_instructions(sass):
+    integer = {n: sum(total(sass[n], op) for op in INTEGER_ALU) for n in (6, 7)}
+    assert integer[7] < integer[6] - 50
+    assert total(sass[7], "LDSM") == total(sass[6], "LDSM")
+
+
+def test_chapter8_does_twice_the_math_per_loop_step(sass):
+    assert total(sass[8], "HMMA") == 2 * total(sass[7], "HMMA")

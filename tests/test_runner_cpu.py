@@ -42,8 +42,17 @@ SAVED_RUN = [
         "environment": {"device": "Test GPU (1 SMs)"},
         "rows": [
             {"name": "torch FA2", "kind": "reference", "ms": 1.0, "tflops": 100.0, "max_abs": 1e-3, "rel_l2": 2e-3},
-            {"name": "k01_naive", "kind": "chapter", "ms": 2.0, "tflops": 50.0, "max_abs": 1e-3, "rel_l2": 2e-3,
-             "ok": True, "pct_of_reference": 50.0, "speedup": None},
+            {
+                "name": "k01_naive",
+                "kind": "chapter",
+                "ms": 2.0,
+                "tflops": 50.0,
+                "max_abs": 1e-3,
+                "rel_l2": 2e-3,
+                "ok": True,
+                "pct_of_reference": 50.0,
+                "speedup": None,
+            },
         ],
     }
 ]

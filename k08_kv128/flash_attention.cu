@@ -1,13 +1,12 @@
-// Chapter 8: the next tile's scores are computed while this tile's softmax runs.
+// Chapter 8: 128 keys per step of the main loop.
 //
-// Through kernel 7 every tile runs three phases in order: S = Q K^T on the tensor cores, then the
-// softmax (exponentials on the MUFU unit, FMAs, shuffles), then O += P V on the tensor cores again. The
-// barriers keep all 8 warps in step, so while they compute exponentials the tensor cores have nothing
-// to do. Here each warp computes S for tile j + 1 in the same stretch of code as the softmax of tile j:
-// the two are independent, so the compiler interleaves tensor-core and MUFU instructions and both units
-// stay busy. The cost is a second set of score registers. Because tile j + 1's K must be in shared memory
-// one step earlier, the copies shift by one tile (K runs two tiles ahead, V one), and a single barrier per
-// tile now publishes both. This is the only change from kernel 7.
+// Some of each tile's cost does not grow with the tile: the two barriers, the wait for the copies, the
+// shuffles that find each row's max, the rescale of all 64 O accumulators per thread, the loop and
+// pointer bookkeeping. With 64 keys per tile it is paid 64 times over a 4096-key row; with 128 keys, 32
+// times. The price is registers (S for 128 keys is 64 floats per thread, 255 registers in all, still no
+// spills) and shared memory (two stages of 128-row K and V tiles: 160 KB with Q, one block per SM as
+// before). Kernel 7's cheaper addressing is what makes the room: kernels 5 and 6 at 128 keys got slower.
+// This is the only change from kernel 7.
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
 // Tensors are (batch, seq_len, n_heads, HEAD_DIM), contiguous.
@@ -18,7 +17,7 @@
 
 constexpr int HEAD_DIM = 128;
 constexpr int BLOCK_Q = 128;   // query rows per block
-constexpr int BLOCK_KV = 64;   // key/value rows per step of the main loop
+constexpr int BLOCK_KV = 128;  // key/value rows per step of the main loop
 constexpr int N_WARPS = 8;
 constexpr int N_THREADS = N_WARPS * 32;
 constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16: one mma row tile per warp
@@ -204,20 +203,46 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     // query, so each row's max is finite from the first tile on and exp() never sees inf - inf.
     const int n_tiles = (min(seq_len, CAUSAL ? q0 + BLOCK_Q : seq_len) + BLOCK_KV - 1) / BLOCK_KV;
 
+    // Q is read once: through shared memory into registers, where it stays for the whole loop. Tile 0's
+    // K and V start copying behind it.
+    load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len, row_stride);
+    cp_async_commit();
+    load_tile<BLOCK_KV>(k_smem, k_head, 0, seq_len, row_stride);
+    cp_async_commit();
+    load_tile<BLOCK_KV>(v_smem, v_head, 0, seq_len, row_stride);
+    cp_async_commit();
+    cp_async_wait<2>();  // Q has landed
+    __syncthreads();
+    unsigned q_frag[HEAD_DIM / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+        load_a_frag(q_frag[kk], q_smem, warp_row0, kk * 16);
+    }
+
     // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
     // the running max (in base-2 units: times scale * log2(e)) and this thread's part of the running sum.
     const float scale_log2 = softmax_scale * 1.4426950408889634f;
     float o_acc[HEAD_DIM / 8][4] = {};
     float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
     float row_sum[2] = {0.0f, 0.0f};
-    unsigned q_frag[HEAD_DIM / 16][4];
 
-    // S = Q K^T for this warp's 16 rows x the BLOCK_KV keys of one K tile.
-    auto compute_scores = [&](float (&s_acc)[BLOCK_KV / 8][4], const T* k_tile) {
-#pragma unroll
-        for (int n = 0; n < BLOCK_KV / 8; ++n) {
-            s_acc[n][0] = s_acc[n][1] = s_acc[n][2] = s_acc[n][3] = 0.0f;
-        }
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        const int kv0 = tile * BLOCK_KV;
+        const T* k_tile = k_smem + tile % STAGES * BLOCK_KV * HEAD_DIM;
+        const T* v_tile = v_smem + tile % STAGES * BLOCK_KV * HEAD_DIM;
+        cp_async_wait<1>();  // this tile's K has landed; only its V may still be in flight
+        // Publishes K to all warps, and tells that every warp is done with tile - 1, whose stage the
+        // copies below refill.
+        __syncthreads();
+        T* next_k_tile = k_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
+        T* next_v_tile = v_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
+        if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_k_tile, k_head, kv0 + BLOCK_KV, seq_len, row_stride);
+        cp_async_commit();  // on the last tile an empty group, so that the counts below hold
+        if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_v_tile, v_head, kv0 + BLOCK_KV, seq_len, row_stride);
+        cp_async_commit();
+
+        // S = Q K^T for this warp's 16 rows x BLOCK_KV keys.
+        float s_acc[BLOCK_KV / 8][4] = {};
 #pragma unroll
         for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
 #pragma unroll
@@ -228,41 +253,6 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
                 mma_m16n8k16<T>(s_acc[2 * n + 1], q_frag[kk], k_frag[1]);
             }
         }
-    };
-
-    // Q is read once: through shared memory into registers, where it stays for the whole loop. Tile 0's
-    // K and V and tile 1's K start copying behind it; tile 0's scores are computed before the loop.
-    load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len, row_stride);
-    cp_async_commit();
-    load_tile<BLOCK_KV>(k_smem, k_head, 0, seq_len, row_stride);
-    cp_async_commit();
-    load_tile<BLOCK_KV>(v_smem, v_head, 0, seq_len, row_stride);
-    cp_async_commit();
-    if (1 < n_tiles) load_tile<BLOCK_KV>(k_smem + BLOCK_KV * HEAD_DIM, k_head, BLOCK_KV, seq_len, row_stride);
-    cp_async_commit();
-    cp_async_wait<2>();  // Q and tile 0's K have landed
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
-        load_a_frag(q_frag[kk], q_smem, warp_row0, kk * 16);
-    }
-    float s_acc[BLOCK_KV / 8][4];
-    compute_scores(s_acc, k_smem);
-
-    for (int tile = 0; tile < n_tiles; ++tile) {
-        const int kv0 = tile * BLOCK_KV;
-        const T* v_tile = v_smem + tile % STAGES * BLOCK_KV * HEAD_DIM;
-        const T* next_k_tile = k_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
-        cp_async_wait<0>();  // tile + 1's K and this tile's V have landed
-        // Publishes them to all warps, and tells that every warp is done with this tile's K stage and
-        // tile - 1's V stage, which the copies below refill with tile + 2's K and tile + 1's V.
-        __syncthreads();
-        T* free_k_tile = k_smem + tile % STAGES * BLOCK_KV * HEAD_DIM;
-        T* next_v_tile = v_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
-        if (tile + 2 < n_tiles) load_tile<BLOCK_KV>(free_k_tile, k_head, kv0 + 2 * BLOCK_KV, seq_len, row_stride);
-        cp_async_commit();
-        if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_v_tile, v_head, kv0 + BLOCK_KV, seq_len, row_stride);
-        cp_async_commit();
 
         // Keys past the end, and keys after the query when causal, get no weight.
         if (kv0 + BLOCK_KV > seq_len || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0)) {
@@ -276,12 +266,6 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
                 }
             }
         }
-
-        // Tile + 1's scores, independent of everything below until the end of the loop body, so the
-        // compiler interleaves these tensor-core instructions with the softmax. On the last tile the
-        // result is never used (the stage holds an old tile), which is cheaper than a branch here.
-        float s_next[BLOCK_KV / 8][4];
-        compute_scores(s_next, next_k_tile);
 
         // Online softmax: a larger max rescales what O and the sum hold so far.
 #pragma unroll
@@ -325,6 +309,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         }
 
         // O += P V.
+        cp_async_wait<2>();  // this tile's V has landed; tile + 1's K and V may be in flight
+        __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
 #pragma unroll
@@ -334,12 +320,6 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
                 mma_m16n8k16<T>(o_acc[2 * n], p_frag[kk], v_frag[0]);
                 mma_m16n8k16<T>(o_acc[2 * n + 1], p_frag[kk], v_frag[1]);
             }
-        }
-
-#pragma unroll
-        for (int n = 0; n < BLOCK_KV / 8; ++n) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) s_acc[n][i] = s_next[n][i];
         }
     }
 
