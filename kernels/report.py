@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -68,8 +69,8 @@ def _cells(row: Row) -> list[str]:
         f"{row.tflops:.1f}",
         "" if row.pct_of_reference is None else f"{row.pct_of_reference:.1f}%",
         "" if row.speedup is None else f"{row.speedup:.2f}x",
-        f"{row.max_abs:.2e}",
-        f"{row.rel_l2:.2e}",
+        f"{row.max_abs:.1e}",
+        f"{row.rel_l2:.1e}",
         check,
     ]
 
@@ -91,7 +92,8 @@ def markdown_table(run: Run) -> str:
 
 
 def print_runs(runs: list[Run], *, markdown: bool = False) -> None:
-    console = Console()
+    # Piped output (a log file) gets a fixed width wide enough for the whole table.
+    console = Console() if sys.stdout.isatty() else Console(width=120)
     for run in runs:
         if markdown:
             print(f"**{shape_title(run.shape)}** on {run.environment.get('device', '?')}\n")
