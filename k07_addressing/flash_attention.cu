@@ -231,9 +231,9 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         const int kv0 = tile * BLOCK_KV;
         const T* k_tile = k_smem + tile % STAGES * BLOCK_KV * HEAD_DIM;
         const T* v_tile = v_smem + tile % STAGES * BLOCK_KV * HEAD_DIM;
-        cp_async_wait<1>();  // this tile's K has landed; only its V may still be in flight
-        // Publishes K to all warps, and tells that every warp is done with tile - 1, whose stage the
-        // copies below refill.
+        cp_async_wait<0>();  // this tile's K and V have landed: they were issued a whole tile ago
+        // Publishes them to all warps, and tells that every warp is done with tile - 1, whose stage the
+        // copies below refill. The only barrier of the loop.
         __syncthreads();
         T* next_k_tile = k_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
         T* next_v_tile = v_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
@@ -310,8 +310,6 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         }
 
         // O += P V.
-        cp_async_wait<2>();  // this tile's V has landed; tile + 1's K and V may be in flight
-        __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
 #pragma unroll
