@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,8 @@ def cuda_include_dir() -> Path:
     if nvcc := shutil.which("nvcc"):
         candidates.append(Path(nvcc).resolve().parent.parent / "include")
     candidates += sorted(Path("/usr/local").glob("cuda-*/include"), reverse=True)
+    # Without a toolkit, the headers of pip's nvidia-cuda-runtime wheel.
+    candidates += [Path(site) / "nvidia" / "cu13" / "include" for site in sys.path if site]
     for candidate in candidates:
         if (candidate / "cuda_bf16.h").exists():
             return candidate
