@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from kernels import chapters, select
+from kernels import DTYPES, chapters, select
 from kernels.report import Row, Run, load_runs, plot_ladder, print_runs, save_runs
 from reference import (
     REFERENCE,
@@ -31,7 +31,6 @@ from reference import (
     sdpa_function,
 )
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 NO_GPU = (
     "No CUDA GPU found: the ladder runs on an NVIDIA GPU (sm_80 or newer). "
     "`python runner.py inspect` works without one."

@@ -2,6 +2,16 @@
 
 from kernels.build import BuildError
 from kernels.chapters import Chapter, chapters, select
-from kernels.launch import HEAD_DIM, AttentionKernel, KernelError, check_inputs
+from kernels.launch import DTYPES, HEAD_DIM, AttentionKernel, KernelError, check_inputs
 
-__all__ = ["HEAD_DIM", "AttentionKernel", "BuildError", "Chapter", "KernelError", "chapters", "check_inputs", "select"]
+__all__ = [
+    "DTYPES",
+    "HEAD_DIM",
+    "AttentionKernel",
+    "BuildError",
+    "Chapter",
+    "KernelError",
+    "chapters",
+    "check_inputs",
+    "select",
+]

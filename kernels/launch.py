@@ -11,6 +11,8 @@ import torch
 from kernels.build import CUDA_TYPES, BuildError, compile_nvrtc, name_expression
 
 HEAD_DIM = 128
+# The element types the kernels take, by the names the command line uses.
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 MAX_GRID_YZ = 65535  # heads go on grid.y and the batch on grid.z: CUDA caps both
 
 

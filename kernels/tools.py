@@ -26,10 +26,8 @@ from tabulate import tabulate
 
 from kernels.build import BuildError, compile_nvrtc, name_expression, ptxas_resources
 from kernels.chapters import ROOT, Chapter, chapters, select
-from kernels.launch import HEAD_DIM
+from kernels.launch import DTYPES, HEAD_DIM
 from kernels.sass import disassemble, opcodes, resource_usage
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class UsageError(ValueError):

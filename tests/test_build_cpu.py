@@ -80,24 +80,6 @@ def sass(sass_texts):
     return {number: opcodes(text) for number, text in sass_texts.items()}
 
 
-def test_every_chapter_runs_on_tensor_cores_without_local_memory(sass):
-    for number, counts in sass.items():
-        assert total(counts, "HMMA") > 0, number
-        assert total(counts, "LDL") == total(counts, "STL") == 0, number
-
-
-def test_chapter2_copies_with_cp_async(sass):
-    assert total(sass[1], "LDGSTS") == 0 and total(sass[1], "LDG") > 0
-    assert total(sass[2], "LDGSTS") > 0 and total(sass[2], "LDG") == 0
-
-
-def test_chapter3_loads_fragments_with_ldmatrix(sass):
-    assert total(sass[1], "LDSM") == total(sass[2], "LDSM") == 0
-    assert any(".MT88" in op for op in sass[3] if op.startswith("LDSM")), "no transposed ldmatrix for V"
-    assert any(".MT88" not in op for op in sass[3] if op.startswith("LDSM")), "no plain ldmatrix for Q and K"
-    assert total(sass[3], "LDS") < total(sass[2], "LDS") / 4
-
-
 def deepest_wait(sass: str) -> int:
     """The largest N of cp.async.wait_group N (SASS: DEPBAR.LE SB0, N): how many copy groups stay in flight."""
     return max(int(n, 16) for n in re.findall(r"DEPBAR\.LE SB0, (0x[0-9a-f]+)", sass))

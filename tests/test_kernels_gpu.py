@@ -5,12 +5,11 @@ import math
 import pytest
 import torch
 
+from kernels import DTYPES
 from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
 from tests.conftest import requires_gpu
 
 pytestmark = requires_gpu
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def random_qkv(batch, seq_len, heads, dtype, *, scale=1.0, seed=0):
