@@ -310,9 +310,11 @@ def schedule_v_overlap(n_tiles: int) -> list[tuple[str, int, float, float]]:
 
 
 def schedule_two_stages(n_tiles: int) -> list[tuple[str, int, float, float]]:
-    """Two stages: tile j + 1 is copied into the other buffer while tile j's math runs.
+    """Chapter 5: wait once for tile j's K and V (issued a tile earlier), then copy tile j + 1 under tile j's math.
 
-    Copies queue behind each other (one memory pipe), so a copy starts when issued and the previous one is done.
+    The wait and the one barrier come first in each tile; the copies of tile j + 1 are issued right after it, into
+    the stage tile j - 1 used. Copies queue behind each other (one memory pipe), so a copy starts when it is issued
+    and the previous one is done.
     """
     steps, copies_free = [], 0.0
 
@@ -323,17 +325,15 @@ def schedule_two_stages(n_tiles: int) -> list[tuple[str, int, float, float]]:
         steps.append((kind, tile, start, length))
         return copies_free
 
-    k_ready, v_ready, now = copy("copy K", 0, 0.0, COPY_K), copy("copy V", 0, 0.0, COPY_V), 0.0
+    copy("copy K", 0, 0.0, COPY_K)
+    ready, now = copy("copy V", 0, 0.0, COPY_V), 0.0
     for j in range(n_tiles):
-        now = max(now, k_ready)  # wait for this tile's K; the barrier also frees the other stage
+        now = max(now, ready)  # wait_group 0 + the barrier: tile j's K and V are in, the other stage is free
         if j + 1 < n_tiles:
-            next_k, next_v = copy("copy K", j + 1, now, COPY_K), copy("copy V", j + 1, now, COPY_V)
-        steps.append(("S = Q·Kᵀ, softmax", j, now, MATH_S))
-        now = max(now + MATH_S, v_ready)
-        steps.append(("O += P·V", j, now, MATH_PV))
-        now += MATH_PV
-        if j + 1 < n_tiles:
-            k_ready, v_ready = next_k, next_v
+            copy("copy K", j + 1, now, COPY_K)
+            ready = copy("copy V", j + 1, now, COPY_V)
+        steps += [("S = Q·Kᵀ, softmax", j, now, MATH_S), ("O += P·V", j, now + MATH_S, MATH_PV)]
+        now += MATH_S + MATH_PV
     return steps
 
 
