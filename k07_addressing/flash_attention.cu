@@ -238,7 +238,7 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         T* next_k_tile = k_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
         T* next_v_tile = v_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
         if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_k_tile, k_head, kv0 + BLOCK_KV, seq_len, row_stride);
-        cp_async_commit();  // on the last tile an empty group, so that the counts below hold
+        cp_async_commit();  // on the last tile an empty group: harmless, the wait at the top waits for all
         if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_v_tile, v_head, kv0 + BLOCK_KV, seq_len, row_stride);
         cp_async_commit();
 
