@@ -113,15 +113,18 @@ def inspect_chapter(
     cubin = compile_nvrtc(chapter.source, arch)
     mangled = cubin.lowered_names[instance]
     usage = resource_usage(cubin)[mangled]
-    ptxas = ptxas_resources(cubin.log)[mangled]
+    # Some NVRTC versions interleave the ptxas report of the instances; where this one is missing, the
+    # local memory in the cubin stands in (spilled registers live there, and these kernels have no arrays
+    # in local memory otherwise).
+    ptxas = ptxas_resources(cubin.log).get(mangled)
     rows = {
         "registers / thread": usage["REG"],
         "static smem (B)": usage["SHARED"],
         "dynamic smem (B)": chapter.kernel.smem_bytes,
         "stack (B)": usage["STACK"],
         "local memory (B)": usage["LOCAL"],
-        "spill stores (B)": ptxas.spill_stores,
-        "spill loads (B)": ptxas.spill_loads,
+        "spill stores (B)": ptxas.spill_stores if ptxas else usage["LOCAL"],
+        "spill loads (B)": ptxas.spill_loads if ptxas else usage["LOCAL"],
     }
     rows |= sass_counts(opcodes(disassemble(cubin)[mangled]))
     return Inspection(chapter, instance, rows)

@@ -8,7 +8,7 @@ import pytest
 
 from kernels import HEAD_DIM
 from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, ptxas_resources
-from kernels.sass import disassemble, opcodes
+from kernels.sass import disassemble, opcodes, resource_usage
 from tests.conftest import CHAPTERS
 
 by_number = {c.number: c for c in CHAPTERS}
@@ -38,12 +38,18 @@ def test_compiles_with_nvcc_without_spills(chapter, arch):
 
 
 def test_compiles_with_nvrtc_as_loaded(chapter):
-    """The exact path the loader takes at run time: NVRTC, every instance, no spills at sm_90."""
+    """The exact path the loader takes at run time: NVRTC, every instance, no spills at sm_90.
+
+    Resources are read from the cubin itself: some NVRTC versions interleave the ptxas reports of the
+    instances in the log.
+    """
     cubin = compile_nvrtc(chapter.source, "sm_90")
     assert set(cubin.lowered_names) == set(ALL_INSTANCES)
-    resources = ptxas_resources(cubin.log)
-    assert set(resources) == set(cubin.lowered_names.values())
-    assert all(r.spill_stores == 0 and r.stack_frame == 0 for r in resources.values())
+    usage = resource_usage(cubin)
+    assert set(usage) == set(cubin.lowered_names.values())
+    for name, used in usage.items():
+        assert used["STACK"] == used["LOCAL"] == 0, f"{name} uses local memory (spills): {used}"
+        assert used["REG"] <= 255
 
 
 def source_constant(chapter, name):
