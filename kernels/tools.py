@@ -113,9 +113,8 @@ def inspect_chapter(
     cubin = compile_nvrtc(chapter.source, arch)
     mangled = cubin.lowered_names[instance]
     usage = resource_usage(cubin)[mangled]
-    # Some NVRTC versions interleave the ptxas report of the instances; where this one is missing, the
-    # local memory in the cubin stands in (spilled registers live there, and these kernels have no arrays
-    # in local memory otherwise).
+    # NVRTC 13.0 leaves the ptxas report out of its log (13.5 includes it); where it is missing, the local
+    # memory in the cubin stands in (spilled registers live there, and these kernels keep no arrays there).
     ptxas = ptxas_resources(cubin.log).get(mangled)
     rows = {
         "registers / thread": usage["REG"],
