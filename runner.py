@@ -46,7 +46,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq-len", default="4096", help="one length, or several separated by commas (a sweep)")
     parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--head-dim", type=int, default=128, help="the kernels support 128 only")
+    parser.add_argument("--head-dim", type=int, default=128, choices=[128], help="the kernels support 128 only")
     parser.add_argument("--dtype", choices=DTYPES, default="bf16")
     parser.add_argument("--causal", action="store_true", help="mask keys after each query")
     parser.add_argument("--kernels", help="chapters to run, by number or slug: '1,3' or 'naive,swizzle' (default: all)")
@@ -64,6 +64,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--seq-len takes integers separated by commas, got {args.seq_len!r}")
     if min(args.seq_lens) < 1 or args.batch < 1 or args.heads < 1:
         parser.error("--batch, --heads and every --seq-len must be at least 1")
+    try:
+        args.chapters = select(chapters(), args.kernels)
+    except ValueError as error:
+        parser.error(f"--kernels: {error}")
     return args
 
 
@@ -147,7 +151,7 @@ def run_ladder(args: argparse.Namespace, seq_len: int, progress) -> Run:
     baseline_error = attention_error(sdpa_function(SDPA_BACKENDS[baseline.name])(q, k, v, causal=args.causal), exact)
 
     previous = None
-    for chapter in select(chapters(), args.kernels):
+    for chapter in args.chapters:
         task = progress.add_task(f"compiling {chapter.name}", total=None)
         poisoned = torch.full_like(q, math.nan)  # every element must be written, or NaN shows in the error
         output = chapter.attention(q, k, v, causal=args.causal, out=poisoned)

@@ -31,9 +31,18 @@ def test_without_a_gpu_says_so_and_fails():
     assert "Traceback" not in result.stderr + result.stdout
 
 
-def test_bad_arguments_are_reported():
-    result = runner("--seq-len", "abc")
-    assert result.returncode == 2 and "--seq-len" in result.stderr
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seq-len", "abc"], "--seq-len"),
+        (["--kernels", "99"], "no chapter '99'"),
+        (["--head-dim", "64"], "--head-dim"),
+    ],
+)
+def test_bad_arguments_are_reported(args, message):
+    result = runner(*args)
+    assert result.returncode == 2 and message in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 SAVED_RUN = [
