@@ -85,20 +85,43 @@ def check_output(out: torch.Tensor, q: torch.Tensor) -> None:
         raise ValueError("out must be contiguous and 16-byte aligned")
 
 
+def gpu_arch(device_index: int) -> str:
+    """A GPU's architecture as compilers name it, e.g. "sm_90"."""
+    major, minor = torch.cuda.get_device_capability(device_index)
+    return f"sm_{major}{minor}"
+
+
 class AttentionKernel:
     """One chapter's ``flash_attention`` kernel: compiled with NVRTC on first use, launched through CuPy.
 
     The launch shape lives here, next to the constants of the ``.cu`` it must agree with (a CPU test
     checks that it does): one block of ``n_threads`` per ``block_q`` query rows of one (batch, head).
+
+    ``arch`` names the one architecture a kernel is built for when it uses instructions of that chip alone
+    (``"sm_90a"``: Hopper's wgmma); without it the kernel is built for whichever GPU it runs on.
     """
 
-    def __init__(self, source: Path, *, block_q: int, n_threads: int, smem_bytes: int) -> None:
+    def __init__(self, source: Path, *, block_q: int, n_threads: int, smem_bytes: int, arch: str | None = None) -> None:
         self.source = source
         self.chapter = source.parent.name
         self.block_q = block_q
         self.n_threads = n_threads
         self.smem_bytes = smem_bytes
+        self.arch = arch
         self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
+
+    def build_arch(self, gpu: str) -> str:
+        """The architecture to compile for on a GPU of architecture ``gpu`` (e.g. "sm_90"), or a ValueError."""
+        if self.arch is None:
+            return gpu
+        if self.arch.rstrip("a") != gpu:
+            hardware = self.arch.rstrip("a")
+            raise ValueError(f"{self.chapter} is built for {self.arch} and runs on {hardware} GPUs only; this is {gpu}")
+        return self.arch
+
+    def build_archs(self) -> tuple[str, ...]:
+        """The architectures the kernel must compile for: the GPUs the ladder is measured on."""
+        return (self.arch,) if self.arch else ("sm_80", "sm_90")
 
     def __call__(
         self,
@@ -111,6 +134,7 @@ class AttentionKernel:
     ) -> torch.Tensor:
         """softmax(q kᵀ / √128) v, causal or not; written into ``out`` when given."""
         q, k, v = check_inputs(q, k, v)
+        self.build_arch(gpu_arch(q.device.index))
         if out is None:
             out = torch.empty_like(q)
         else:
@@ -145,9 +169,8 @@ class AttentionKernel:
     def _load(self, device_index: int, dtype: torch.dtype, causal: bool):
         import cupy
 
-        major, minor = torch.cuda.get_device_capability(device_index)
         try:
-            cubin = compile_nvrtc(self.source, f"sm_{major}{minor}")
+            cubin = compile_nvrtc(self.source, self.build_arch(gpu_arch(device_index)))
             with cupy.cuda.Device(device_index):
                 module = cupy.RawModule(path=str(cubin.path()))
                 kernel = module.get_function(cubin.lowered_names[name_expression(dtype, causal)])
