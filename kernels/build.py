@@ -127,7 +127,9 @@ def compile_nvcc(source: Path, arch: str) -> Cubin:
     with tempfile.TemporaryDirectory() as folder:
         wrapper, cubin = Path(folder) / "instances.cu", Path(folder) / "kernel.cubin"
         wrapper.write_text("\n".join(lines) + "\n")
-        command = [nvcc, "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(cubin), str(wrapper)]
+        # -gencode, not -arch: for sm_90a, nvcc 13.0's -arch also runs a plain sm_90 pass, which rejects wgmma.
+        target = f"-gencode=arch=compute_{arch.removeprefix('sm_')},code={arch}"
+        command = [nvcc, "-std=c++17", target, "-cubin", "-Xptxas", "-v", "-o", str(cubin), str(wrapper)]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise BuildError(f"{source.parent.name}: nvcc failed for {arch}:\n{result.stderr}")

@@ -63,11 +63,11 @@ RESOURCE_ROWS = (
     "spill stores (B)",
     "spill loads (B)",
 )
-# Rows for the ideas the chapters introduce: tensor cores, cp.async, ldmatrix (plain for Q and K, transposed
-# for V), global and shared loads and stores, local memory (there should be none), barriers, the softmax's
-# exp2, multiplies and FMAs, shuffles, and the integer arithmetic that computes addresses.
+# Rows for the ideas the chapters introduce: tensor cores (mma.sync, then Hopper's wgmma), cp.async, ldmatrix
+# (plain for Q and K, transposed for V), global and shared loads and stores, local memory (there should be
+# none), barriers, the softmax's exp2, multiplies and FMAs, shuffles, and the integer arithmetic of addresses.
 SASS_ROWS = (
-    "HMMA", "LDSM", "LDSM.MT88", "LDGSTS", "LDG", "STG", "LDS", "STS", "LDL", "STL", "BAR", "MUFU.EX2", "FMUL",
+    "HMMA", "HGMMA", "LDSM", "LDSM.MT88", "LDGSTS", "LDG", "STG", "LDS", "STS", "LDL", "STL", "BAR", "MUFU.EX2", "FMUL",
     "FFMA", "SHFL", "integer ALU",
 )  # fmt: skip
 INTEGER_ALU = ("IMAD", "IADD3", "VIADD", "LEA", "LOP3", "SHF")
@@ -108,9 +108,12 @@ class Inspection:
 def inspect_chapter(
     chapter: Chapter, arch: str, dtype: torch.dtype = torch.bfloat16, causal: bool = False
 ) -> Inspection:
-    """Compile the chapter with NVRTC (no GPU needed) and read one instance's resources and SASS."""
+    """Compile the chapter with NVRTC (no GPU needed) and read one instance's resources and SASS.
+
+    ``arch`` is the GPU's: a chapter built for that chip's own instructions compiles for its variant (sm_90a).
+    """
     instance = name_expression(dtype, causal)
-    cubin = compile_nvrtc(chapter.source, arch)
+    cubin = compile_nvrtc(chapter.source, chapter.kernel.build_arch(arch))
     mangled = cubin.lowered_names[instance]
     usage = resource_usage(cubin)[mangled]
     # NVRTC 13.0 leaves the ptxas report out of its log (13.5 includes it); where it is missing, the local
@@ -197,6 +200,11 @@ def run_inspect(args: argparse.Namespace) -> int:
     """`runner.py inspect`: compile the chosen chapters and print their resources and SASS side by side."""
     picked = pick(",".join(args.chapters) or None)
     dtype = DTYPES[args.dtype]
+    for chapter in [c for c in picked if c.kernel.arch and c.kernel.arch.rstrip("a") != args.arch]:
+        print(f"{chapter.name} left out: it is built for {chapter.kernel.arch} only", file=sys.stderr)
+        picked.remove(chapter)
+    if not picked:
+        raise UsageError(f"none of the chosen chapters builds for {args.arch}")
     with Console(stderr=True).status(f"compiling {len(picked)} chapters for {args.arch}"):
         inspections = [inspect_chapter(chapter, args.arch, dtype, args.causal) for chapter in picked]
     title = f"{inspections[0].instance} for {args.arch}"

@@ -28,13 +28,24 @@ def test_chapters_are_numbered_in_order():
 
 
 @requires_nvcc
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_compiles_with_nvcc_without_spills(chapter, arch):
-    resources = ptxas_resources(compile_nvcc(chapter.source, arch).log)
-    assert len(resources) == len(ALL_INSTANCES)
-    for name, used in resources.items():
-        assert used.spill_stores == used.spill_loads == used.stack_frame == 0, f"{name} spills at {arch}: {used}"
-        assert used.registers <= 255
+def test_compiles_with_nvcc_without_spills(chapter):
+    """For sm_80 and sm_90, or for the one architecture a chapter is written for (wgmma: sm_90a)."""
+    for arch in chapter.kernel.build_archs():
+        resources = ptxas_resources(compile_nvcc(chapter.source, arch).log)
+        assert len(resources) == len(ALL_INSTANCES)
+        for name, used in resources.items():
+            assert used.spill_stores == used.spill_loads == used.stack_frame == 0, f"{name} spills at {arch}: {used}"
+            assert used.registers <= 255
+
+
+def test_build_architectures():
+    """Every chapter up to the wgmma one runs on Ampere and Hopper; wgmma exists on Hopper alone."""
+    wgmma = [c for c in CHAPTERS if "wgmma" in c.source.read_text()]
+    assert [c.name for c in wgmma] and all(c.kernel.build_archs() == ("sm_90a",) for c in wgmma)
+    assert all(c.kernel.build_archs() == ("sm_80", "sm_90") for c in CHAPTERS if c not in wgmma)
+    assert wgmma[0].kernel.build_arch("sm_90") == "sm_90a"
+    with pytest.raises(ValueError, match="runs on sm_90 GPUs only; this is sm_80"):
+        wgmma[0].kernel.build_arch("sm_80")
 
 
 def test_compiles_with_nvrtc_as_loaded(chapter):
@@ -42,7 +53,7 @@ def test_compiles_with_nvrtc_as_loaded(chapter):
 
     Resources are read from the cubin itself: NVRTC 13.0 leaves the ptxas report out of its log.
     """
-    cubin = compile_nvrtc(chapter.source, "sm_90")
+    cubin = compile_nvrtc(chapter.source, chapter.kernel.build_arch("sm_90"))
     assert set(cubin.lowered_names) == set(ALL_INSTANCES)
     usage = resource_usage(cubin)
     assert set(usage) == set(cubin.lowered_names.values())
@@ -66,8 +77,8 @@ def test_loader_launch_shape_matches_kernel_constants(chapter):
 
 
 def sass_text(chapter) -> str:
-    """SASS of the bf16, non-causal instance at sm_90."""
-    cubin = compile_nvrtc(chapter.source, "sm_90")
+    """SASS of the bf16, non-causal instance for an sm_90 GPU."""
+    cubin = compile_nvrtc(chapter.source, chapter.kernel.build_arch("sm_90"))
     return disassemble(cubin)[cubin.lowered_names[ALL_INSTANCES[0]]]
 
 
@@ -113,3 +124,10 @@ def test_chapter7_spends_fewer_integer_instructions(sass):
 
 def test_chapter8_does_twice_the_math_per_loop_step(sass):
     assert total(sass[8], "HMMA") == 2 * total(sass[7], "HMMA")
+
+
+def test_chapter9_multiplies_with_wgmma_from_shared_memory(sass):
+    """Eight HGMMA per product and warpgroup, no mma.sync and no ldmatrix left: wgmma reads shared memory."""
+    assert total(sass[9], "HGMMA") == 2 * HEAD_DIM // 16  # S: 8 steps of 16 dims; O: 8 steps of 16 keys
+    assert total(sass[9], "HMMA") == total(sass[9], "LDSM") == 0
+    assert total(sass[8], "HGMMA") == 0

@@ -56,7 +56,7 @@ def test_resources_are_read_from_the_cubin_and_the_loader(inspected):
         rows = inspected[chapter.number]
         assert 0 < rows["registers / thread"] <= 255
         assert rows["dynamic smem (B)"] == chapter.kernel.smem_bytes
-        assert rows["HMMA"] > 0 and rows["total"] > sum(rows[r] for r in tools.SASS_ROWS) / 2
+        assert rows["HMMA"] + rows["HGMMA"] > 0 and rows["total"] > sum(rows[r] for r in tools.SASS_ROWS) / 2
 
 
 @pytest.mark.parametrize(
@@ -72,6 +72,7 @@ def test_resources_are_read_from_the_cubin_and_the_loader(inspected):
         ("MUFU.RCP", None),
         ("BAR.SYNC.DEFER_BLOCKING", "BAR"),
         ("HMMA.16816.F32.BF16", "HMMA"),
+        ("HGMMA.64x128x16.F32.BF16", "HGMMA"),
         ("IMAD.MOV.U32", "integer ALU"),
         ("NOP", None),
     ],
@@ -105,6 +106,15 @@ def test_inspect_prints_every_chapter_and_the_hmma_row():
     columns = set(re.findall(r"\bk\d\d_\w+", result.stdout))  # chapters added since this test started count too
     hmma = [line for line in result.stdout.splitlines() if re.search(r"\bHMMA\b", line)]
     assert len(hmma) == 1 and len(re.findall(r"\b\d+\b", hmma[0])) == len(columns)
+
+
+def test_inspect_for_sm_80_leaves_out_the_hopper_only_chapter():
+    result = runner("inspect", "8,9", "--arch", "sm_80")
+    assert result.returncode == 0, result.stderr
+    assert "k08_kv128" in result.stdout and "k09_wgmma" not in result.stdout
+    assert "k09_wgmma left out: it is built for sm_90a only" in result.stderr
+    result = runner("inspect", "9", "--arch", "sm_80")
+    assert result.returncode == 2 and "none of the chosen chapters builds for sm_80" in result.stderr
 
 
 def test_inspect_markdown_and_instance_options():
