@@ -103,13 +103,24 @@ __device__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-// The compiler sees a wgmma's accumulators written when it is issued, not when it finishes. An empty asm
-// that "rewrites" each of them pins the code around it: nothing that reads or writes them moves across.
-__device__ void pin_accumulators(float (&d)[16][4]) {
+// The compiler sees a wgmma's registers used when it is issued, not when it runs. An empty asm that
+// "rewrites" each of them pins the code around it: nothing that reads or writes them moves across. Pinned
+// before wgmma_fence, every ordinary access to them comes before the fence; after wgmma_wait, after it.
+template <int N>
+__device__ void pin_registers(float (&d)[N][4]) {
 #pragma unroll
-    for (int n = 0; n < 16; ++n) {
+    for (int n = 0; n < N; ++n) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(d[n][i])::"memory");
+    }
+}
+
+template <int N>
+__device__ void pin_registers(unsigned (&a)[N][4]) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[n][i])::"memory");
     }
 }
 
@@ -283,7 +294,7 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         }
         wgmma_commit();
         wgmma_wait<0>();
-        pin_accumulators(s_acc);
+        pin_registers(s_acc);
 
         // Keys past the end, and keys after the query when causal, get no weight.
         if (kv0 + BLOCK_KV > seq_len || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0)) {
@@ -340,7 +351,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         }
 
         // O += P V: one wgmma per 16 keys. It must finish before the barrier that lets this V stage refill.
-        pin_accumulators(o_acc);
+        pin_registers(o_acc);
+        pin_registers(p_frag);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
@@ -348,7 +360,7 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         }
         wgmma_commit();
         wgmma_wait<0>();
-        pin_accumulators(o_acc);
+        pin_registers(o_acc);
     }
 
     // Normalise, convert to 16 bits and stage this warp's rows in q_smem (the warpgroup's wgmmas that read
