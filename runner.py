@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from kernels import DTYPES, chapters, select
+from kernels.launch import gpu_arch
 from kernels.report import Row, Run, load_runs, plot_ladder, print_runs, save_runs
 from reference import (
     REFERENCE,
@@ -152,6 +153,11 @@ def run_ladder(args: argparse.Namespace, seq_len: int, progress) -> Run:
 
     previous = None
     for chapter in args.chapters:
+        try:
+            chapter.kernel.build_arch(gpu_arch(q.device.index))
+        except ValueError as error:  # a chapter written for another GPU (wgmma: Hopper only)
+            progress.console.print(f"left out: {error}")
+            continue
         task = progress.add_task(f"compiling {chapter.name}", total=None)
         poisoned = torch.full_like(q, math.nan)  # every element must be written, or NaN shows in the error
         output = chapter.attention(q, k, v, causal=args.causal, out=poisoned)

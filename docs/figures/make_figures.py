@@ -1,5 +1,5 @@
-"""Draw every figure in docs/: the layouts (fragments, ldmatrix, the V transpose, the swizzle), the
-pipeline schematic, and the ladder plot from results/headline.json.
+"""Draw every figure in docs/: the layouts (fragments, ldmatrix, the V transpose, the swizzle, kernel 9's
+planes), the pipeline schematic, and the ladder plot from results/headline.json.
 
     python docs/figures/make_figures.py          # rewrites docs/figures/*.png
 
@@ -278,6 +278,58 @@ def figure_swizzle(path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
+# (f) Kernel 9's tile layout: two 64-column planes in wgmma's 128-byte swizzle, and what a descriptor reads.
+# ---------------------------------------------------------------------------------------------------
+
+PLANE_HUES = ["#8fb8de", "#f4b183"]  # dims 0-63, dims 64-127
+SHOWN_ROWS = 16  # of a tile's 128: two 8-row atoms
+
+
+def figure_wgmma_layout(path: Path) -> None:
+    fig, (before, after) = plt.subplots(1, 2, figsize=(12, 7.2), gridspec_kw={"width_ratios": [16, 9]})
+    # Kernel 8: 256-byte rows, chunk c of row r at position c ^ (r % 8) (the low 3 bits of c).
+    before.set_xlim(0, 16)
+    before.set_ylim(SHOWN_ROWS, 0)
+    for row in range(SHOWN_ROWS):
+        for chunk in range(16):
+            box(before, row, chunk ^ (row % 8), 1, PLANE_HUES[chunk // 8], str(chunk), fontsize=8)
+    before.set_title("kernel 8: one 256-byte row per key\nchunk c of row r at position c ^ (r % 8)", fontsize=10)
+    # Kernel 9: plane p holds chunks 8p ... 8p + 7 of every row, 128 bytes per row.
+    gap = 1.5
+    after.set_xlim(0, 8)
+    after.set_ylim(2 * SHOWN_ROWS + gap, 0)
+    for plane in range(2):
+        top = plane * (SHOWN_ROWS + gap)
+        for row in range(SHOWN_ROWS):
+            for chunk in range(8):
+                logical = 8 * plane + chunk
+                box(after, top + row, chunk ^ (row % 8), 1, PLANE_HUES[plane], str(logical), fontsize=8)
+                if logical in (2, 3):  # the 16 dims (32 bytes) one Q K^T step reads: kk = 1
+                    outline(after, top + row, chunk ^ (row % 8), 1, color=HIGHLIGHT, linewidth=1.6)
+        for atom in range(SHOWN_ROWS // 8):
+            outline(after, top + 8 * atom, 0, 8, 8, color="black", linewidth=1.4)
+        after.text(8.2, top + 4, f"plane {plane}: dims {64 * plane}-{64 * plane + 63}\n1 KB atom (8 rows)",
+                   va="center", fontsize=8)
+        after.text(8.2, top + 12, "+ 1 KB: the next atom\n(stride byte offset)", va="center", fontsize=8)
+    after.text(8.2, SHOWN_ROWS + gap / 2, "+ 16 KB: the next plane\n(leading byte offset; V only)", va="center",
+               fontsize=8)
+    after.set_title("kernel 9: two planes of 128-byte rows (wgmma's 128-byte swizzle)\n"
+                    "red: what the descriptor of S's step kk = 1 reads (dims 16-31)", fontsize=10)
+    for ax in (before, after):
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        for side in ax.spines.values():
+            side.set_visible(False)
+    before.set_yticks([r + 0.5 for r in range(SHOWN_ROWS)], [str(r) for r in range(SHOWN_ROWS)], fontsize=7)
+    before.set_ylabel("row (key) r; rows 16-127 repeat the pattern", fontsize=9)
+    fig.suptitle("The same 16 rows of a K tile, by stored position (label = logical 16-byte chunk)", fontsize=12)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
 # (e) The pipeline schematic: when the copies of each K/V tile run against the math.
 # ---------------------------------------------------------------------------------------------------
 
@@ -410,6 +462,7 @@ def main() -> None:
         "v_transpose.png": figure_v_transpose,
         "swizzle.png": figure_swizzle,
         "pipeline.png": figure_pipeline,
+        "wgmma_layout.png": figure_wgmma_layout,
     }
     for name, draw in figures.items():
         draw(FIGURES / name)
