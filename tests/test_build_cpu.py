@@ -131,3 +131,15 @@ def test_chapter9_multiplies_with_wgmma_from_shared_memory(sass):
     assert total(sass[9], "HGMMA") == 2 * HEAD_DIM // 16  # S: 8 steps of 16 dims; O: 8 steps of 16 keys
     assert total(sass[9], "HMMA") == total(sass[9], "LDSM") == 0
     assert total(sass[8], "HGMMA") == 0
+
+
+def loop_order(sass: str) -> list[str]:
+    """The opcodes that matter for the order of a tile's work, from the loop's barrier on."""
+    after_barrier = sass[sass.index("BAR.SYNC") :]
+    return re.findall(r"\b(HGMMA|LDGSTS)\b", after_barrier)
+
+
+def test_chapter10_starts_s_before_the_copies(sass_texts):
+    """Kernel 9 issues the next tile's 16 copies before S's first HGMMA; kernel 10 all 8 HGMMA of S first."""
+    assert loop_order(sass_texts[9])[:17] == ["LDGSTS"] * 16 + ["HGMMA"]
+    assert loop_order(sass_texts[10])[:24] == ["HGMMA"] * 8 + ["LDGSTS"] * 16
