@@ -24,6 +24,7 @@ if [ "${1:-all}" != ladder ]; then
     python3 runner.py profile 5 > "$OUT/profile.txt" 2>&1
     python3 runner.py profile 8 >> "$OUT/profile.txt" 2>&1
     python3 runner.py profile 9 >> "$OUT/profile.txt" 2>&1
+    python3 runner.py profile 10 >> "$OUT/profile.txt" 2>&1
     cat "$OUT/profile.txt"
     for tool in memcheck racecheck; do
         timeout 240 compute-sanitizer --tool $tool python3 scripts/sanitize.py 5 8 9 10 2>&1 | tail -2
