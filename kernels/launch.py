@@ -110,14 +110,16 @@ class AttentionKernel:
         self.arch = arch
         self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
 
+    def runs_on(self, gpu: str) -> bool:
+        """Whether the kernel runs on a GPU of architecture ``gpu`` (e.g. "sm_90"; sm_90a code runs on sm_90)."""
+        return self.arch is None or self.arch.removesuffix("a") == gpu
+
     def build_arch(self, gpu: str) -> str:
         """The architecture to compile for on a GPU of architecture ``gpu`` (e.g. "sm_90"), or a ValueError."""
-        if self.arch is None:
-            return gpu
-        if self.arch.rstrip("a") != gpu:
-            hardware = self.arch.rstrip("a")
+        if not self.runs_on(gpu):
+            hardware = self.arch.removesuffix("a")
             raise ValueError(f"{self.chapter} is built for {self.arch} and runs on {hardware} GPUs only; this is {gpu}")
-        return self.arch
+        return self.arch or gpu
 
     def build_archs(self) -> tuple[str, ...]:
         """The architectures the kernel must compile for: the GPUs the ladder is measured on."""
@@ -134,7 +136,6 @@ class AttentionKernel:
     ) -> torch.Tensor:
         """softmax(q kᵀ / √128) v, causal or not; written into ``out`` when given."""
         q, k, v = check_inputs(q, k, v)
-        self.build_arch(gpu_arch(q.device.index))
         if out is None:
             out = torch.empty_like(q)
         else:
@@ -169,8 +170,9 @@ class AttentionKernel:
     def _load(self, device_index: int, dtype: torch.dtype, causal: bool):
         import cupy
 
+        arch = self.build_arch(gpu_arch(device_index))  # a ValueError on a GPU the kernel is not written for
         try:
-            cubin = compile_nvrtc(self.source, self.build_arch(gpu_arch(device_index)))
+            cubin = compile_nvrtc(self.source, arch)
             with cupy.cuda.Device(device_index):
                 module = cupy.RawModule(path=str(cubin.path()))
                 kernel = module.get_function(cubin.lowered_names[name_expression(dtype, causal)])

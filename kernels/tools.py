@@ -200,7 +200,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     """`runner.py inspect`: compile the chosen chapters and print their resources and SASS side by side."""
     picked = pick(",".join(args.chapters) or None)
     dtype = DTYPES[args.dtype]
-    for chapter in [c for c in picked if c.kernel.arch and c.kernel.arch.rstrip("a") != args.arch]:
+    for chapter in [c for c in picked if not c.kernel.runs_on(args.arch)]:
         print(f"{chapter.name} left out: it is built for {chapter.kernel.arch} only", file=sys.stderr)
         picked.remove(chapter)
     if not picked:

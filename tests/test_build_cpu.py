@@ -44,6 +44,9 @@ def test_build_architectures():
     assert [c.name for c in wgmma] and all(c.kernel.build_archs() == ("sm_90a",) for c in wgmma)
     assert all(c.kernel.build_archs() == ("sm_80", "sm_90") for c in CHAPTERS if c not in wgmma)
     assert wgmma[0].kernel.build_arch("sm_90") == "sm_90a"
+    assert wgmma[0].kernel.runs_on("sm_90") and not wgmma[0].kernel.runs_on("sm_80")
+    ampere = [c for c in CHAPTERS if c not in wgmma]
+    assert all(c.kernel.runs_on("sm_80") and c.kernel.build_arch("sm_80") == "sm_80" for c in ampere)
     with pytest.raises(ValueError, match="runs on sm_90 GPUs only; this is sm_80"):
         wgmma[0].kernel.build_arch("sm_80")
 
