@@ -206,6 +206,15 @@ __device__ void load_tile(T* tile, const T* head, int row0, int seq_len, int row
     }
 }
 
+// After a tile the two stages trade roles: the one just read is the next copy's target, and the one just
+// filled is read next.
+template <typename T>
+__device__ void swap_stages(T*& a, T*& b) {
+    T* const was_a = a;
+    a = b;
+    b = was_a;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Shared memory -> wgmma: a 64-bit descriptor per operand instead of ldmatrix fragments.
 // ---------------------------------------------------------------------------------------------------
@@ -268,17 +277,20 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
     float row_sum[2] = {0.0f, 0.0f};
 
+    // Stage pointers, not a stage index: with tile % STAGES the compiler folds the stage into the bits of
+    // every swizzled address and rebuilds them all in every tile. A pointer leaves each lane's offsets
+    // fixed for the whole loop; only the base they are added to changes.
+    T* k_tile = k_smem;
+    T* v_tile = v_smem;
+    T* next_k_tile = k_smem + BLOCK_KV * HEAD_DIM;
+    T* next_v_tile = v_smem + BLOCK_KV * HEAD_DIM;
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int kv0 = tile * BLOCK_KV;
-        const T* k_tile = k_smem + tile % STAGES * BLOCK_KV * HEAD_DIM;
-        const T* v_tile = v_smem + tile % STAGES * BLOCK_KV * HEAD_DIM;
         cp_async_wait<0>();  // this tile's K and V have landed: they were issued a whole tile ago
         fence_proxy_async();
         // Publishes them to all warps, and tells that every warp is done with tile - 1, whose stage the
         // copies below refill. The only barrier of the loop.
         __syncthreads();
-        T* next_k_tile = k_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
-        T* next_v_tile = v_smem + (tile + 1) % STAGES * BLOCK_KV * HEAD_DIM;
         if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_k_tile, k_head, kv0 + BLOCK_KV, seq_len, row_stride);
         cp_async_commit();  // on the last tile an empty group: harmless, the wait at the top waits for all
         if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_v_tile, v_head, kv0 + BLOCK_KV, seq_len, row_stride);
@@ -361,6 +373,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         wgmma_commit();
         wgmma_wait<0>();
         pin_registers(o_acc);
+        swap_stages(k_tile, next_k_tile);
+        swap_stages(v_tile, next_v_tile);
     }
 
     // Normalise, convert to 16 bits and stage this warp's rows in q_smem (the warpgroup's wgmmas that read

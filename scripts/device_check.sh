@@ -21,13 +21,12 @@ if [ "${1:-all}" != profile ]; then
     grep -E "k0|torch|batch" "$OUT/ladder.txt" | head -60
 fi
 if [ "${1:-all}" != ladder ]; then
-    python3 runner.py profile 5 > "$OUT/profile.txt" 2>&1
-    python3 runner.py profile 8 >> "$OUT/profile.txt" 2>&1
-    python3 runner.py profile 9 >> "$OUT/profile.txt" 2>&1
-    python3 runner.py profile 10 >> "$OUT/profile.txt" 2>&1
+    for chapter in 5 6 7 8 9; do
+        python3 runner.py profile $chapter
+    done > "$OUT/profile.txt" 2>&1
     cat "$OUT/profile.txt"
     for tool in memcheck racecheck; do
-        timeout 240 compute-sanitizer --tool $tool python3 scripts/sanitize.py 5 8 9 10 2>&1 | tail -2
+        timeout 240 compute-sanitizer --tool $tool python3 scripts/sanitize.py 5 6 7 8 9 2>&1 | tail -2
     done > "$OUT/sanitizer.txt"
     cat "$OUT/sanitizer.txt"
 fi

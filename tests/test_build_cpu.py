@@ -111,6 +111,28 @@ def test_chapter5_keeps_the_next_tile_in_flight(sass_texts):
 
 
 INTEGER_ALU = ("IMAD", "IADD3", "VIADD", "LEA", "LOP3", "SHF")
+BRANCH = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?BRA(?:\.\w+)* (0x[0-9a-f]+)")
+ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
+
+
+def tile_loop(sass: str) -> Counter:
+    """Opcodes of the tile loop: from the target of the longest backward branch to that branch."""
+    loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass) if int(target, 16) < int(at, 16)]
+    start, end = max(loops, key=lambda loop: loop[1] - loop[0])
+    addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
+    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
+
+
+def loop_integer_alu(sass: str) -> int:
+    loop = tile_loop(sass)
+    return sum(total(loop, op) for op in INTEGER_ALU)
+
+
+def test_chapter5_stages_cost_no_address_arithmetic(sass_texts):
+    """The stage pointers leave the swizzled addresses loop-invariant: the loop does no more integer work
+    than kernel 4's single-buffer loop (with a stage index, tile % 2, it did 25% more)."""
+    assert total(tile_loop(sass_texts[5]), "HMMA") == total(tile_loop(sass_texts[4]), "HMMA") == 128
+    assert loop_integer_alu(sass_texts[5]) <= 1.05 * loop_integer_alu(sass_texts[4])
 
 
 def test_chapter6_folds_the_scale_into_the_exponent(sass):
@@ -119,9 +141,9 @@ def test_chapter6_folds_the_scale_into_the_exponent(sass):
     assert total(sass[6], "FMUL") < total(sass[5], "FMUL") - 64
 
 
-def test_chapter7_spends_fewer_integer_instructions(sass):
-    integer = {n: sum(total(sass[n], op) for op in INTEGER_ALU) for n in (6, 7)}
-    assert integer[7] < integer[6] - 50
+def test_chapter7_spends_fewer_integer_instructions(sass, sass_texts):
+    """One XOR per column block instead of a LOP3 and a LEA from a per-block register."""
+    assert loop_integer_alu(sass_texts[7]) < 0.95 * loop_integer_alu(sass_texts[6])
     assert total(sass[7], "LDSM") == total(sass[6], "LDSM")
 
 
@@ -134,15 +156,3 @@ def test_chapter9_multiplies_with_wgmma_from_shared_memory(sass):
     assert total(sass[9], "HGMMA") == 2 * HEAD_DIM // 16  # S: 8 steps of 16 dims; O: 8 steps of 16 keys
     assert total(sass[9], "HMMA") == total(sass[9], "LDSM") == 0
     assert total(sass[8], "HGMMA") == 0
-
-
-def loop_order(sass: str) -> list[str]:
-    """The opcodes that matter for the order of a tile's work, from the loop's barrier on."""
-    after_barrier = sass[sass.index("BAR.SYNC") :]
-    return re.findall(r"\b(HGMMA|LDGSTS)\b", after_barrier)
-
-
-def test_chapter10_starts_s_before_the_copies(sass_texts):
-    """Kernel 9 issues the next tile's 16 copies before S's first HGMMA; kernel 10 all 8 HGMMA of S first."""
-    assert loop_order(sass_texts[9])[:17] == ["LDGSTS"] * 16 + ["HGMMA"]
-    assert loop_order(sass_texts[10])[:24] == ["HGMMA"] * 8 + ["LDGSTS"] * 16
