@@ -3,9 +3,9 @@
 // Some of each tile's cost does not grow with the tile: the barrier and the wait for the copies, the
 // shuffles that find each row's max, the rescale of all 64 O accumulators per thread, the loop and
 // pointer bookkeeping. With 64 keys per tile it is paid 64 times over a 4096-key row; with 128 keys, 32
-// times. The price is registers (S for 128 keys is 64 floats per thread, 255 registers in all, still no
+// times. The price is registers (S for 128 keys is 64 floats per thread, 249 registers in all, still no
 // spills) and shared memory (two stages of 128-row K and V tiles: 160 KB with Q, one block per SM as
-// before). Kernel 7's cheaper addressing is what makes the room: kernels 5 and 6 at 128 keys got slower.
+// before). Kernel 7's cheaper addressing is what makes the room: kernel 6 at 128 keys got slower.
 // This is the only change from kernel 7.
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
