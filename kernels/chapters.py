@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,17 @@ def chapters() -> list[Chapter]:
             loader = importlib.import_module(f"{folder.name}.loader")
             found.append(Chapter(int(match.group(1)), match.group(2), loader.TITLE, loader.attention, loader.KERNEL))
     return found
+
+
+def load_chapter(folder: Path) -> Chapter:
+    """A chapter-like folder anywhere (``kNN_slug/`` with a ``loader.py``), imported from its path, not a package."""
+    match = CHAPTER_FOLDER.fullmatch(folder.name)
+    if not match or not (folder / "loader.py").exists():
+        raise ValueError(f"{folder} is not a chapter folder: it needs a kNN_slug name and a loader.py")
+    spec = importlib.util.spec_from_file_location(f"{folder.name}.loader", folder / "loader.py")
+    loader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loader)
+    return Chapter(int(match.group(1)), match.group(2), loader.TITLE, loader.attention, loader.KERNEL)
 
 
 def select(chapter_list: list[Chapter], wanted: str | None) -> list[Chapter]:
