@@ -1,0 +1,359 @@
+// Ablation of chapter 7, derived from kernel 6: kernel 6's addressing, with kernel 8's 128-key tiles.
+//
+// Chapter 7 builds each ldmatrix address with one XOR from the lane's address in block (0, 0) instead of
+// through smem_index(); at 64 keys per tile that saves integer instructions, and chapter 8's 128-key tiles
+// are where it is meant to pay. This kernel is kernel 8 without chapter 7: kernel 6 with BLOCK_KV = 128 and
+// nothing else changed, so every fragment address still goes through the full swizzle and twice as many K
+// blocks need one per tile. Next to kernel 6 it shows what 128-key tiles buy on their own; next to kernel 8,
+// what chapter 7's addressing buys at 128 keys per tile.
+//
+// One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
+// Tensors are (batch, seq_len, n_heads, HEAD_DIM), contiguous.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math_constants.h>
+
+constexpr int HEAD_DIM = 128;
+constexpr int BLOCK_Q = 128;   // query rows per block
+constexpr int BLOCK_KV = 128;  // key/value rows per step of the main loop
+constexpr int N_WARPS = 8;
+constexpr int N_THREADS = N_WARPS * 32;
+constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16: one mma row tile per warp
+constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
+constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
+
+// ---------------------------------------------------------------------------------------------------
+// Element-type helpers: the mma instruction and the fp32 -> 16-bit conversion differ by type.
+// ---------------------------------------------------------------------------------------------------
+
+// D += A * B for one (16, 16) x (16, 8) tile, accumulated in fp32 by the whole warp.
+template <typename T>
+__device__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
+
+template <>
+__device__ void mma_m16n8k16<__nv_bfloat16>(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <>
+__device__ void mma_m16n8k16<__half>(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// 2^x with the hardware's approximate exponential (one MUFU.EX2); 2^-inf = 0.
+__device__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Two fp32 values -> one register of two 16-bit values (one conversion instruction for the pair).
+template <typename T>
+__device__ unsigned pack_floats(float lo, float hi);
+
+template <>
+__device__ unsigned pack_floats<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&pair);
+}
+
+template <>
+__device__ unsigned pack_floats<__half>(float lo, float hi) {
+    __half2 pair = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&pair);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Shared memory: a tile is (rows, HEAD_DIM) of 16-bit values, row-major, its 16-byte chunks swizzled.
+// ---------------------------------------------------------------------------------------------------
+
+// Chunk c of row r is stored at chunk c ^ (r % 8). Every access here stays inside one 16-byte chunk, so
+// permuting whole chunks is invisible to the code that reads and writes them.
+__device__ int smem_index(int row, int col) {
+    return row * HEAD_DIM + ((col / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
+}
+
+// cp.async: a 16-byte global -> shared copy that does not pass through registers or block the thread.
+// .cg caches it in L2 only: each tile is read once per block, so L1 would only be polluted. When
+// src_bytes is 0 nothing is read and the 16 bytes are zero-filled.
+__device__ void cp_async_16(void* smem_to, const void* gmem_from, int src_bytes) {
+    const unsigned smem_address = __cvta_generic_to_shared(smem_to);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_address), "l"(gmem_from), "r"(src_bytes));
+}
+
+// Close the batch of copies issued so far into one group.
+__device__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;");
+}
+
+// Wait until at most N of this thread's groups are still in flight. Other threads' copies are only
+// visible after a barrier as well.
+template <int N>
+__device__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Copy rows [row0, row0 + BLOCK_ROWS) of one head into shared memory with 16-byte copies. 16 threads cover
+// one 256-byte row, so a warp moves a (2, 128) tile (four whole 128-byte lines) per instruction. Rows at
+// or past seq_len become zeros: a zero V row times a zero probability stays zero, never NaN.
+template <int BLOCK_ROWS, typename T>
+__device__ void load_tile(T* tile, const T* head, int row0, int seq_len, int row_stride) {
+    constexpr int CHUNKS_PER_ROW = HEAD_DIM / CHUNK;
+    static_assert(BLOCK_ROWS * CHUNKS_PER_ROW % N_THREADS == 0, "every thread copies the same number of chunks");
+#pragma unroll
+    for (int step = 0; step < BLOCK_ROWS * CHUNKS_PER_ROW / N_THREADS; ++step) {
+        const int chunk = step * N_THREADS + threadIdx.x;
+        const int row = chunk / CHUNKS_PER_ROW;
+        const int col = chunk % CHUNKS_PER_ROW * CHUNK;
+        const bool in_range = row0 + row < seq_len;
+        // Out of range: copy 0 bytes (zero fill) from row 0, an address that is always valid.
+        const T* from = &head[(long long)(in_range ? row0 + row : 0) * row_stride + col];
+        cp_async_16(&tile[smem_index(row, col)], from, in_range ? 16 : 0);
+    }
+}
+
+// After a tile the two stages trade roles: the one just read is the next copy's target, and the one just
+// filled is read next.
+template <typename T>
+__device__ void swap_stages(T*& a, T*& b) {
+    T* const was_a = a;
+    a = b;
+    b = was_a;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Shared memory -> mma fragments. With g = lane / 4 and t = lane % 4, a lane owns, in every (8, 8)
+// piece of an operand, row g and the column pair 2t, 2t + 1.
+// ---------------------------------------------------------------------------------------------------
+
+// ldmatrix x4: lanes 8i ... 8i + 7 give the addresses of the 8 rows of matrix i; register i of every lane
+// receives that lane's pair of matrix i. With .trans each matrix arrives transposed.
+__device__ void ldmatrix_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* row_address) {
+    const unsigned address = __cvta_generic_to_shared(row_address);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(address));
+}
+
+__device__ void ldmatrix_x4_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* row_address) {
+    const unsigned address = __cvta_generic_to_shared(row_address);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(address));
+}
+
+// Every load below covers one (16, 16) block at (row0, col0): lane l points at row l % 16, column
+// (l / 16) * 8, so the four matrices are top-left, bottom-left, top-right, bottom-right.
+
+// A operand: the (16, 16) tile at (row0, col0). Lane: rows g, g + 8 x columns 2t, 2t + 1, 2t + 8, 2t + 9.
+// The four matrices are the four A registers in order.
+template <typename T>
+__device__ void load_a_frag(unsigned (&frag)[4], const T* tile, int row0, int col0) {
+    const int lane = threadIdx.x % 32;
+    ldmatrix_x4(frag[0], frag[1], frag[2], frag[3], &tile[smem_index(row0 + lane % 16, col0 + lane / 16 * 8)]);
+}
+
+// B operands of two n-tiles from a (16, 16) block stored (n, k), as K is (key, dim): frag[j] is rows
+// row0 + 8j ... + 7. Lane: row g x columns 2t, 2t + 1 (register 0) and 2t + 8, 2t + 9 (register 1).
+// So n-tile 0 is (top-left, top-right) and n-tile 1 is (bottom-left, bottom-right).
+template <typename T>
+__device__ void load_b_frags(unsigned (&frag)[2][2], const T* tile, int row0, int col0) {
+    const int lane = threadIdx.x % 32;
+    ldmatrix_x4(frag[0][0], frag[1][0], frag[0][1], frag[1][1],
+                &tile[smem_index(row0 + lane % 16, col0 + lane / 16 * 8)]);
+}
+
+// The same from a block stored (k, n), as V is (key, dim): frag[j] is columns col0 + 8j ... + 7. Lane:
+// column g x rows 2t, 2t + 1 (register 0) and 2t + 8, 2t + 9 (register 1). .trans turns each matrix, and
+// swapping the two middle registers (compared with K) turns the (2, 2) arrangement of matrices: n-tile 0
+// is (top-left, bottom-left) and n-tile 1 is (top-right, bottom-right).
+template <typename T>
+__device__ void load_b_frags_transposed(unsigned (&frag)[2][2], const T* tile, int row0, int col0) {
+    const int lane = threadIdx.x % 32;
+    ldmatrix_x4_trans(frag[0][0], frag[0][1], frag[1][0], frag[1][1],
+                      &tile[smem_index(row0 + lane % 16, col0 + lane / 16 * 8)]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The kernel. Grid: (query tiles, heads, batch); one block of N_THREADS threads per query tile.
+// ---------------------------------------------------------------------------------------------------
+
+template <typename T, bool CAUSAL>
+__global__ void __launch_bounds__(N_THREADS)
+flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                T* __restrict__ o, int seq_len, int n_heads, float softmax_scale) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    T* q_smem = reinterpret_cast<T*>(smem);
+    T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;          // STAGES tiles
+    T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int q0 = blockIdx.x * BLOCK_Q;
+    const int warp_row0 = warp * WARP_Q;  // this warp's first row inside the block's tiles
+    const int row_stride = n_heads * HEAD_DIM;
+    const long long head_offset = ((long long)blockIdx.z * seq_len * n_heads + blockIdx.y) * HEAD_DIM;
+    const T* q_head = q + head_offset;
+    const T* k_head = k + head_offset;
+    const T* v_head = v + head_offset;
+    T* o_head = o + head_offset;
+
+    // Causal: tiles wholly above the diagonal are skipped. Tile 0 always holds key 0, visible to every
+    // query, so each row's max is finite from the first tile on and exp() never sees inf - inf.
+    const int n_tiles = (min(seq_len, CAUSAL ? q0 + BLOCK_Q : seq_len) + BLOCK_KV - 1) / BLOCK_KV;
+
+    // Q is read once: through shared memory into registers, where it stays for the whole loop. Tile 0's
+    // K and V start copying behind it.
+    load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len, row_stride);
+    cp_async_commit();
+    load_tile<BLOCK_KV>(k_smem, k_head, 0, seq_len, row_stride);
+    cp_async_commit();
+    load_tile<BLOCK_KV>(v_smem, v_head, 0, seq_len, row_stride);
+    cp_async_commit();
+    cp_async_wait<2>();  // Q has landed
+    __syncthreads();
+    unsigned q_frag[HEAD_DIM / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+        load_a_frag(q_frag[kk], q_smem, warp_row0, kk * 16);
+    }
+
+    // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
+    // the running max (in base-2 units: times scale * log2(e)) and this thread's part of the running sum.
+    const float scale_log2 = softmax_scale * 1.4426950408889634f;
+    float o_acc[HEAD_DIM / 8][4] = {};
+    float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
+    float row_sum[2] = {0.0f, 0.0f};
+
+    // Stage pointers, not a stage index: with tile % STAGES the compiler folds the stage into the bits of
+    // every swizzled address and rebuilds them all in every tile. A pointer leaves each lane's offsets
+    // fixed for the whole loop; only the base they are added to changes.
+    T* k_tile = k_smem;
+    T* v_tile = v_smem;
+    T* next_k_tile = k_smem + BLOCK_KV * HEAD_DIM;
+    T* next_v_tile = v_smem + BLOCK_KV * HEAD_DIM;
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        const int kv0 = tile * BLOCK_KV;
+        cp_async_wait<0>();  // this tile's K and V have landed: they were issued a whole tile ago
+        // Publishes them to all warps, and tells that every warp is done with tile - 1, whose stage the
+        // copies below refill. The only barrier of the loop.
+        __syncthreads();
+        if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_k_tile, k_head, kv0 + BLOCK_KV, seq_len, row_stride);
+        cp_async_commit();  // on the last tile an empty group: harmless, the wait at the top waits for all
+        if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_v_tile, v_head, kv0 + BLOCK_KV, seq_len, row_stride);
+        cp_async_commit();
+
+        // S = Q K^T for this warp's 16 rows x BLOCK_KV keys.
+        float s_acc[BLOCK_KV / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+#pragma unroll
+            for (int n = 0; n < BLOCK_KV / 16; ++n) {
+                unsigned k_frag[2][2];
+                load_b_frags(k_frag, k_tile, n * 16, kk * 16);
+                mma_m16n8k16<T>(s_acc[2 * n], q_frag[kk], k_frag[0]);
+                mma_m16n8k16<T>(s_acc[2 * n + 1], q_frag[kk], k_frag[1]);
+            }
+        }
+
+        // Keys past the end, and keys after the query when causal, get no weight.
+        if (kv0 + BLOCK_KV > seq_len || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0)) {
+#pragma unroll
+            for (int n = 0; n < BLOCK_KV / 8; ++n) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int key = kv0 + n * 8 + 2 * t + i % 2;
+                    const int query = q0 + warp_row0 + g + 8 * (i / 2);
+                    if (key >= seq_len || (CAUSAL && key > query)) s_acc[n][i] = -CUDART_INF_F;
+                }
+            }
+        }
+
+        // Online softmax: a larger max rescales what O and the sum hold so far.
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float tile_max = -CUDART_INF_F;
+#pragma unroll
+            for (int n = 0; n < BLOCK_KV / 8; ++n) {
+                tile_max = fmaxf(tile_max, fmaxf(s_acc[n][2 * h], s_acc[n][2 * h + 1]));
+            }
+            // The 4 lanes t = 0..3 of a group hold one row between them.
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 1));
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 2));
+            const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
+            const float rescale = fast_exp2(row_max[h] - new_max);
+            row_max[h] = new_max;
+            row_sum[h] *= rescale;
+#pragma unroll
+            for (int n = 0; n < HEAD_DIM / 8; ++n) {
+                o_acc[n][2 * h] *= rescale;
+                o_acc[n][2 * h + 1] *= rescale;
+            }
+#pragma unroll
+            for (int n = 0; n < BLOCK_KV / 8; ++n) {
+#pragma unroll
+                for (int i = 2 * h; i < 2 * h + 2; ++i) {
+                    s_acc[n][i] = fast_exp2(fmaf(s_acc[n][i], scale_log2, -new_max));
+                    row_sum[h] += s_acc[n][i];
+                }
+            }
+        }
+
+        // P to 16 bits. The accumulators of n-tiles 2kk and 2kk + 1 are exactly the A fragment of
+        // key block kk, so P never leaves the registers.
+        unsigned p_frag[BLOCK_KV / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+            p_frag[kk][0] = pack_floats<T>(s_acc[2 * kk][0], s_acc[2 * kk][1]);
+            p_frag[kk][1] = pack_floats<T>(s_acc[2 * kk][2], s_acc[2 * kk][3]);
+            p_frag[kk][2] = pack_floats<T>(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]);
+            p_frag[kk][3] = pack_floats<T>(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3]);
+        }
+
+        // O += P V.
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+#pragma unroll
+            for (int n = 0; n < HEAD_DIM / 16; ++n) {
+                unsigned v_frag[2][2];
+                load_b_frags_transposed(v_frag, v_tile, kk * 16, n * 16);
+                mma_m16n8k16<T>(o_acc[2 * n], p_frag[kk], v_frag[0]);
+                mma_m16n8k16<T>(o_acc[2 * n + 1], p_frag[kk], v_frag[1]);
+            }
+        }
+        swap_stages(k_tile, next_k_tile);
+        swap_stages(v_tile, next_v_tile);
+    }
+
+    // Normalise, convert to 16 bits and stage this warp's rows in q_smem (its Q is in registers now),
+    // so that the global writes can be whole 16-byte vectors instead of 4-byte pairs.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 1);
+        row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 2);
+        const float inverse_sum = 1.0f / row_sum[h];
+#pragma unroll
+        for (int n = 0; n < HEAD_DIM / 8; ++n) {
+            const unsigned pair = pack_floats<T>(o_acc[n][2 * h] * inverse_sum, o_acc[n][2 * h + 1] * inverse_sum);
+            *reinterpret_cast<unsigned*>(&q_smem[smem_index(warp_row0 + g + 8 * h, n * 8 + 2 * t)]) = pair;
+        }
+    }
+    __syncwarp();
+    constexpr int CHUNKS_PER_ROW = HEAD_DIM / CHUNK;
+#pragma unroll
+    for (int step = 0; step < WARP_Q * CHUNKS_PER_ROW / 32; ++step) {
+        const int chunk = step * 32 + lane;
+        const int row = warp_row0 + chunk / CHUNKS_PER_ROW;
+        const int col = chunk % CHUNKS_PER_ROW * CHUNK;
+        if (q0 + row < seq_len) {
+            *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * row_stride + col]) =
+                *reinterpret_cast<const uint4*>(&q_smem[smem_index(row, col)]);
+        }
+    }
+}
