@@ -1,0 +1,96 @@
+"""The ablation sets: small grids of kernels that take apart a ladder step whose effects are mixed or hidden.
+
+Each set is a folder ``docs/ablations/chNN_slug/`` (NN: the chapter whose step it splits) holding a data file
+``ablation.py`` (``TITLE``, ``ROWS``, ``COLUMNS``, ``CELLS``) and one folder per variant kernel, laid out like a
+chapter (``flash_attention.cu`` + ``loader.py``) and named after the chapter it derives from. A cell names a
+ladder chapter or a variant of the set. Loading compiles nothing and needs no GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from kernels.chapters import CHAPTER_FOLDER, ROOT, Chapter, chapters, load_chapter
+
+ABLATIONS_DIR = ROOT / "docs" / "ablations"
+SET_FOLDER = re.compile(r"ch(\d\d)_(\w+)")
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One set: a grid whose (row, column) cells each name the contender, chapter or variant, that fills it."""
+
+    name: str  # folder, e.g. "ch03_ldmatrix"
+    number: int  # the chapter whose step it splits: 3
+    title: str
+    rows: tuple[str, ...]
+    columns: tuple[str, ...]
+    cells: dict[tuple[str, str], str]  # (row, column) -> contender name
+    contenders: list[Chapter]  # ladder chapters named in cells and the variants, in ladder order
+
+
+def is_variant(chapter: Chapter) -> bool:
+    """Whether a contender is an ablation variant rather than a rung of the ladder."""
+    return chapter.source.is_relative_to(ABLATIONS_DIR)
+
+
+def ladder_order(chapter: Chapter) -> tuple[int, bool, str]:
+    """Sort key: by chapter number, the ladder's own chapter before the variants derived from it."""
+    return chapter.number, is_variant(chapter), chapter.name
+
+
+def import_data_file(path: Path) -> ModuleType:
+    """Import a set's ``ablation.py`` from its path (the sets are folders, not packages)."""
+    spec = importlib.util.spec_from_file_location(f"{path.parent.name}.ablation", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_ablation(folder: Path, ladder: list[Chapter]) -> Ablation:
+    """One set from its folder; a ValueError if a cell names neither a ladder chapter nor one of its variants."""
+    data = import_data_file(folder / "ablation.py")
+    variants = [load_chapter(sub) for sub in sorted(folder.iterdir()) if CHAPTER_FOLDER.fullmatch(sub.name)]
+    known = {c.name: c for c in [*ladder, *variants]}
+    unknown = sorted(set(data.CELLS.values()) - set(known))
+    if unknown:
+        raise ValueError(f"{folder.name}: cells name {', '.join(unknown)}, which are neither chapters nor variants")
+    named = {known[name] for name in data.CELLS.values()} | set(variants)
+    return Ablation(
+        name=folder.name,
+        number=int(SET_FOLDER.fullmatch(folder.name).group(1)),
+        title=data.TITLE,
+        rows=tuple(data.ROWS),
+        columns=tuple(data.COLUMNS),
+        cells=dict(data.CELLS),
+        contenders=sorted(named, key=ladder_order),
+    )
+
+
+@functools.cache
+def _ablations() -> tuple[Ablation, ...]:
+    """Every set, loaded once: each loader's kernel keeps its compiled instances for the whole process."""
+    ladder = chapters()
+    folders = [f for f in sorted(ABLATIONS_DIR.iterdir()) if SET_FOLDER.fullmatch(f.name) and f.is_dir()]
+    return tuple(load_ablation(folder, ladder) for folder in folders)
+
+
+def ablations() -> list[Ablation]:
+    """All ablation sets, in the order of the chapters they split."""
+    return list(_ablations())
+
+
+def find_ablation(token: str) -> Ablation:
+    """The set named by the chapter it splits ("3", "03") or by its folder ("ch03_ldmatrix"); else a ValueError."""
+    sets = ablations()
+    for ablation in sets:
+        slug = SET_FOLDER.fullmatch(ablation.name).group(2)
+        if token.strip() in (str(ablation.number), f"{ablation.number:02d}", ablation.name, slug):
+            return ablation
+    known = ", ".join(f"{a.number} ({a.name})" for a in sets)
+    raise ValueError(f"no ablation set {token!r}; the sets are {known}")
