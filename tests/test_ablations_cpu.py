@@ -1,0 +1,199 @@
+"""The ablation sets without a GPU: their grids, and each variant as built: it compiles, its launch shape agrees
+with its constants, it differs from its parent chapter in one small idea, and its SASS shows that idea."""
+
+import difflib
+import functools
+import itertools
+import shutil
+from collections import Counter
+
+import pytest
+
+from kernels import chapters
+from kernels.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
+from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, ptxas_resources
+from kernels.sass import resource_usage
+from tests.test_build_cpu import deepest_wait, sass_text, source_constant, tile_loop, total
+
+ABLATIONS = ablations()
+LADDER = {c.name: c for c in chapters()}
+VARIANTS = [c for ablation in ABLATIONS for c in ablation.contenders if is_variant(c)]
+CONTENDERS = {c.name: c for ablation in ABLATIONS for c in ablation.contenders}
+requires_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@pytest.fixture(params=VARIANTS, ids=[c.name for c in VARIANTS])
+def variant(request):
+    return request.param
+
+
+def inspect_module():
+    """Where `runner.py inspect`'s machinery (inspect_chapter, sass_counts) lives: one line to change if it moves."""
+    import kernels.tools
+
+    return kernels.tools
+
+
+def parent(variant):
+    """The ladder chapter a variant derives from: the one with its number."""
+    return next(c for c in LADDER.values() if c.number == variant.number)
+
+
+def test_there_are_three_sets_in_chapter_order():
+    assert [a.name for a in ABLATIONS] == ["ch03_ldmatrix", "ch05_pipelining", "ch07_addressing"]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7]
+
+
+@pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
+def test_cells_fill_the_grid_with_named_contenders(ablation):
+    """Every (row, column) has exactly one contender, every contender sits in a cell, each variant in one."""
+    assert ablation.title and len(ablation.rows) >= 2 and len(ablation.columns) >= 2
+    assert set(ablation.cells) == set(itertools.product(ablation.rows, ablation.columns))
+    names = [c.name for c in ablation.contenders]
+    assert len(names) == len(set(names)) and set(names) == set(ablation.cells.values())
+    uses = Counter(ablation.cells.values())
+    assert all(uses[c.name] == 1 for c in ablation.contenders if is_variant(c))
+    assert [c.name for c in ablation.contenders if not is_variant(c)] == [n for n in LADDER if n in names]
+    assert ablation.number in {c.number for c in ablation.contenders if not is_variant(c)}
+
+
+def test_variants_are_named_after_a_ladder_chapter(variant):
+    assert variant.name not in LADDER
+    assert variant.source.parent.parent.parent == ABLATIONS_DIR
+    assert variant.title and parent(variant).source.exists()
+
+
+def test_find_ablation_by_number_or_folder():
+    assert find_ablation("3").name == find_ablation("ch03_ldmatrix").name == "ch03_ldmatrix"
+    assert find_ablation("05").number == 5
+    with pytest.raises(ValueError, match=r"no ablation set '4'; the sets are 3 \(ch03_ldmatrix\), 5"):
+        find_ablation("4")
+
+
+def test_loading_a_set_compiles_nothing():
+    """Loading the sets builds no kernel, so it needs no GPU and no NVRTC."""
+    before = compile_nvrtc.cache_info()
+    folders = [f for f in sorted(ABLATIONS_DIR.iterdir()) if SET_FOLDER.fullmatch(f.name)]
+    assert [load_ablation(folder, list(LADDER.values())).name for folder in folders] == [a.name for a in ABLATIONS]
+    assert compile_nvrtc.cache_info() == before
+
+
+def test_a_cell_naming_nothing_is_a_clear_error(tmp_path):
+    folder = tmp_path / "ch03_typo"
+    folder.mkdir()
+    cells = '{("a", "b"): "k03_nope"}'
+    (folder / "ablation.py").write_text(f'TITLE = "t"\nROWS = ("a",)\nCOLUMNS = ("b",)\nCELLS = {cells}\n')
+    with pytest.raises(ValueError, match="ch03_typo: cells name k03_nope, which are neither chapters nor variants"):
+        load_ablation(folder, list(LADDER.values()))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Each variant as built, as the chapters are in tests/test_build_cpu.py
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_variant_compiles_with_nvrtc_without_spills(variant, arch):
+    cubin = compile_nvrtc(variant.source, variant.kernel.build_arch(arch))
+    assert set(cubin.lowered_names) == set(ALL_INSTANCES)
+    usage = resource_usage(cubin)
+    assert set(usage) == set(cubin.lowered_names.values())
+    for name, used in usage.items():
+        assert used["STACK"] == used["LOCAL"] == 0, f"{variant.name}: {name} uses local memory at {arch}: {used}"
+        assert used["REG"] <= 255
+
+
+@requires_nvcc
+def test_variant_compiles_with_nvcc_without_spills(variant):
+    for arch in variant.kernel.build_archs():
+        resources = ptxas_resources(compile_nvcc(variant.source, arch).log)
+        assert len(resources) == len(ALL_INSTANCES)
+        for name, used in resources.items():
+            assert used.spill_stores == used.spill_loads == used.stack_frame == 0, f"{name} spills at {arch}: {used}"
+
+
+def test_variant_launch_shape_matches_kernel_constants(variant):
+    """As for the chapters; a padded variant's rows are HEAD_DIM + ROW_PAD values long."""
+    block_q, block_kv = source_constant(variant, "BLOCK_Q"), source_constant(variant, "BLOCK_KV")
+    n_warps, stages = source_constant(variant, "N_WARPS"), source_constant(variant, "STAGES") or 1
+    row = source_constant(variant, "HEAD_DIM") + (source_constant(variant, "ROW_PAD") or 0)
+    assert variant.kernel.block_q == block_q
+    assert variant.kernel.n_threads == n_warps * 32
+    assert variant.kernel.smem_bytes == (block_q + 2 * stages * block_kv) * row * 2
+
+
+def without_header(lines: list[str]) -> list[str]:
+    """A kernel's lines after its opening comment, which says what the file is and so differs by design."""
+    return list(itertools.dropwhile(lambda line: line.startswith("//"), lines))
+
+
+def changed_lines(a: list[str], b: list[str]) -> int:
+    """How many lines a diff removes plus how many it adds."""
+    diff = difflib.unified_diff(a, b, n=0, lineterm="")
+    return sum(1 for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+
+
+def test_variant_is_its_parent_with_one_small_change(variant):
+    """The diff against the chapter it derives from is a few lines; the header says which chapter that is."""
+    mine, theirs = variant.source.read_text().splitlines(), parent(variant).source.read_text().splitlines()
+    ablation = next(a for a in ABLATIONS if variant in a.contenders)
+    assert mine[0].startswith(f"// Ablation of chapter {ablation.number}, derived from kernel {variant.number}:")
+    assert 0 < changed_lines(without_header(theirs), without_header(mine)) <= 12
+    loaders = [c.source.with_name("loader.py").read_text().splitlines() for c in (parent(variant), variant)]
+    # Past the docstring: the title, the launch constants and the shared-memory size, one line each at most.
+    assert changed_lines(*(lines[1:] for lines in loaders)) <= 2 * 3
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the SASS shows: bf16, not causal, for sm_90, in the tile loop (tests/test_build_cpu.py's tile_loop)
+# ---------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def sass_of(name: str) -> str:
+    return sass_text(CONTENDERS[name])
+
+
+def loop(name: str) -> dict[str, int]:
+    """The tile loop's instructions, folded into the rows of `runner.py inspect`."""
+    return inspect_module().sass_counts(tile_loop(sass_of(name)))
+
+
+def address_arithmetic(name: str) -> int:
+    """LEA and LOP3 in the tile loop: the shifts-and-adds and the XORs that build shared-memory addresses."""
+    opcodes = tile_loop(sass_of(name))
+    return total(opcodes, "LEA") + total(opcodes, "LOP3")
+
+
+def test_ch03_variants_keep_their_loads_and_change_only_the_layout():
+    """The per-lane variants issue kernel 2's loads (no LDSM), k03_padded kernel 3's ldmatrix. The swizzle
+    costs XORs and shifts for every per-lane address; padding costs nothing, its stride folds into offsets."""
+    k02, k03 = loop("k02_cp_async"), loop("k03_ldmatrix")
+    for name in ("k02_swizzled", "k02_padded"):
+        assert loop(name)["LDSM"] == loop(name)["LDSM.MT88"] == 0
+        assert loop(name)["LDS"] == k02["LDS"]
+    assert loop("k03_padded")["LDSM"] == k03["LDSM"] > 0
+    assert loop("k03_padded")["LDSM.MT88"] == k03["LDSM.MT88"] > 0
+    assert address_arithmetic("k02_swizzled") > 2 * address_arithmetic("k02_cp_async")
+    assert address_arithmetic("k02_padded") <= address_arithmetic("k02_cp_async")
+    assert address_arithmetic("k03_padded") <= address_arithmetic("k03_ldmatrix")
+
+
+def test_ch05_one_stage_waits_inside_the_tile_two_stages_keep_the_next_tile_in_flight():
+    """k04_block128 waits for V inside the tile behind three barriers, as kernel 4 does; k05_block64 keeps
+    tile j + 1's copies in flight with one barrier per tile, as kernel 5 does. The math is the same in all four."""
+    assert deepest_wait(sass_of("k04_block128")) == deepest_wait(sass_of("k04_swizzle")) == 1
+    assert deepest_wait(sass_of("k05_block64")) == deepest_wait(sass_of("k05_pipelining")) == 2
+    assert loop("k04_block128")["BAR"] == loop("k04_swizzle")["BAR"] == 3
+    assert loop("k05_block64")["BAR"] == loop("k05_pipelining")["BAR"] == 1
+    assert len({loop(name)["HMMA"] for name in ("k04_swizzle", "k04_block128", "k05_block64", "k05_pipelining")}) == 1
+
+
+def test_ch07_kernel6_addressing_at_128_keys_spends_more_on_addresses():
+    """k06_kv128 does kernel 8's math and loads, but builds its fragment addresses as kernel 6 does: more LEA
+    and LOP3 per tile than kernel 8, as kernel 6 spends more than kernel 7 at 64 keys."""
+    assert loop("k06_kv128")["HMMA"] == loop("k08_kv128")["HMMA"] == 2 * loop("k06_exp2")["HMMA"]
+    assert loop("k06_kv128")["LDSM"] == loop("k08_kv128")["LDSM"]
+    assert loop("k06_kv128")["LDSM.MT88"] == loop("k08_kv128")["LDSM.MT88"]
+    assert address_arithmetic("k06_exp2") > address_arithmetic("k07_addressing")
+    assert address_arithmetic("k06_kv128") > address_arithmetic("k08_kv128")
