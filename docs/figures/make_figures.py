@@ -451,6 +451,197 @@ def figure_ladder(path: Path, results: Path) -> None:
     plot_ladder(run, path)
 
 
+# ---------------------------------------------------------------------------------------------------
+# (g) The three operands in the layout they are stored in: which lane holds which elements of Q, K, V.
+# ---------------------------------------------------------------------------------------------------
+
+
+def figure_operand_registers(path: Path) -> None:
+    """Q as A, K as B and V as B of one mma, each drawn as it lies in shared memory, every pair labelled by lane."""
+    fig, (q_ax, k_ax, v_ax) = plt.subplots(1, 3, figsize=(17, 9.8), layout="constrained",
+                                           gridspec_kw={"width_ratios": [16, 16, 8]})
+    grid_axes(q_ax, 16, 16, "Q as A of S = Q·Kᵀ, stored (query, dim):\nread as it lies (ldmatrix.x4)",
+              col_label="dim (k)", row_label="query (m)")
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for reg in range(4):
+            row, col = g + 8 * (reg % 2), 2 * t + 8 * (reg // 2)
+            box(q_ax, row, col, 2, HUES[reg], f"T{lane}")
+            if lane == FOLLOWED_LANE:
+                outline(q_ax, row, col, 2)
+    q_ax.legend(handles=[Patch(color=HUES[r], label=label) for r, label in enumerate(
+        ["a0: Q[g][2t], Q[g][2t+1]", "a1: Q[g+8][2t], Q[g+8][2t+1]",
+         "a2: Q[g][2t+8], Q[g][2t+9]", "a3: Q[g+8][2t+8], Q[g+8][2t+9]"])],
+        loc="upper center", bbox_to_anchor=(0.5, -0.01), ncol=2, fontsize=9, frameon=False)
+
+    # One n-tile of K: 8 keys (n) x 16 dims (k). B "col" wants (n, k) rows, which is how K lies.
+    grid_axes(k_ax, 8, 16, "K as B of S = Q·Kᵀ, stored (key, dim) = (n, k):\nread as it lies (ldmatrix.x4, no .trans)",
+              col_label="dim (k)", row_label="key (n)")
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for reg in range(2):
+            box(k_ax, g, 2 * t + 8 * reg, 2, HUES[reg], f"T{lane}")
+            if lane == FOLLOWED_LANE:
+                outline(k_ax, g, 2 * t + 8 * reg, 2)
+    k_ax.legend(handles=[Patch(color=HUES[0], label="b0: K[g][2t], K[g][2t+1]"),
+                         Patch(color=HUES[1], label="b1: K[g][2t+8], K[g][2t+9]"),
+                         Patch(color="none", label="a pair is two neighbours in one row:"),
+                         Patch(color="none", label="one 32-bit word of shared memory")],
+                loc="upper center", bbox_to_anchor=(0.5, -0.02), fontsize=9, frameon=False)
+
+    # One n-tile of V: 16 keys (k) x 8 dims (n). B wants each lane's pair along k = key, a column of V.
+    grid_axes(v_ax, 16, 8, "V as B of O = P·V, stored (key, dim) = (k, n):\na pair is a column (ldmatrix.x4.trans)",
+              col_label="dim (n)", row_label="key (k)")
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for reg in range(2):
+            box(v_ax, 2 * t + 8 * reg, g, 1, HUES[reg], f"T{lane}", height=2, fontsize=6)
+            if lane == FOLLOWED_LANE:
+                outline(v_ax, 2 * t + 8 * reg, g, 1, 2)
+    v_ax.legend(handles=[Patch(color=HUES[0], label="b0: V[2t][g], V[2t+1][g]"),
+                         Patch(color=HUES[1], label="b1: V[2t+8][g], V[2t+9][g]"),
+                         Patch(color="none", label="a pair sits in two rows of memory:"),
+                         Patch(color="none", label=".trans gathers them")],
+                loc="upper center", bbox_to_anchor=(0.5, -0.01), fontsize=9, frameon=False)
+
+    fig.suptitle(f"Each lane's operand registers, drawn where the values lie in shared memory "
+                 f"(g = lane / 4, t = lane % 4; lane {FOLLOWED_LANE} outlined in red)", fontsize=13)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (h) ldmatrix .x1 / .x2 / .x4: which lanes' addresses count, and that each row is named on its own.
+# ---------------------------------------------------------------------------------------------------
+
+# (first row of each of the 8 rows, column) of four matrices anywhere in a (24, 32) region: matrix 2's
+# rows are every other row, to show that a matrix's rows need not be neighbours either.
+SCATTERED_ROWS = {0: (range(0, 8), 0), 1: (range(0, 8), 24), 2: (range(9, 24, 2), 8), 3: (range(12, 20), 16)}
+
+
+def figure_ldmatrix_lanes(path: Path) -> None:
+    """Which lanes' addresses each ldmatrix width reads, and four (8, 8) matrices with rows anywhere."""
+    fig, (lanes, region) = plt.subplots(1, 2, figsize=(17, 6.6), layout="constrained",
+                                        gridspec_kw={"width_ratios": [32, 32]})
+    lanes.set_xlim(0, 32)
+    lanes.set_ylim(3.6, -0.2)
+    lanes.set_aspect("equal")
+    lanes.axis("off")
+    for level, count in enumerate((1, 2, 4)):
+        y = 1.2 * level
+        lanes.text(-0.3, y + 0.5, f".x{count}", ha="right", va="center", fontsize=11)
+        for lane in range(32):
+            used = lane < 8 * count
+            box(lanes, y, lane, 1, HUES[lane // 8] if used else "#e6e6e6", str(lane), fontsize=7)
+    lanes.set_title("whose address counts: lane 8i + j names row j of matrix i\n"
+                    "(grey: ignored, but every lane must still execute the instruction)", fontsize=11)
+    lanes.legend(handles=[Patch(color=HUES[m], label=f"lanes {8 * m}-{8 * m + 7}: matrix {m} -> register r{m}")
+                          for m in range(4)],
+                 loc="upper center", bbox_to_anchor=(0.5, 0.08), ncol=2, fontsize=10, frameon=False)
+
+    grid_axes(region, 24, 32, ".x4 on four matrices anywhere: each lane names one 16-byte row\n"
+              "(8 values, 16-byte aligned); the rows of a matrix need not be neighbours",
+              col_label="col (16-bit elements)", row_label="row")
+    for matrix, (rows, col) in SCATTERED_ROWS.items():
+        for j, row in enumerate(rows):
+            box(region, row, col, 8, HUES[matrix], f"lane {8 * matrix + j}", fontsize=7)
+    region.set_xticks(range(0, 33, 8), [str(c) for c in range(0, 33, 8)], fontsize=7)
+    region.text(16, 25.2, "register r_i of lane l receives row l / 4, columns 2(l % 4), 2(l % 4) + 1 of matrix i;\n"
+                "with .trans, column l / 4, rows 2(l % 4), 2(l % 4) + 1", ha="center", va="top", fontsize=10)
+    fig.suptitle("ldmatrix.m8n8: one address per lane, one (8, 8) matrix per 8 lanes", fontsize=13)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (i) The roofline with two memory levels, from the measured ceilings (results/peak.json) and the ladder.
+# ---------------------------------------------------------------------------------------------------
+
+
+def l2_bytes(shape: dict, block_q: int) -> int:
+    """Bytes all blocks ask of L2: each reads its Q tile and all of its head's K and V, and writes its O tile."""
+    tensor_row = shape["head_dim"] * 2  # one 16-bit row of Q, K, V or O
+    blocks = shape["batch"] * shape["heads"] * ((shape["seq_len"] + block_q - 1) // block_q)
+    return blocks * (2 * block_q * tensor_row + 2 * shape["seq_len"] * tensor_row)
+
+
+def dram_bytes(shape: dict) -> int:
+    """The compulsory bytes: Q, K and V read once, O written once."""
+    return 4 * shape["batch"] * shape["seq_len"] * shape["heads"] * shape["head_dim"] * 2
+
+
+def figure_roofline(path: Path, peak_file: Path, run_file: Path) -> None:
+    """Each chapter at its L2 arithmetic intensity against the L2, DRAM and tensor-core ceilings; needs peak.json."""
+    if not peak_file.exists():
+        print(f"skipped {path}: no {peak_file} yet (python runner.py peak --json results/peak.json writes it)")
+        return
+    import json
+
+    sys.path.insert(0, str(ROOT))
+    from kernels import chapters
+    from kernels.report import load_runs
+    from reference import attention_flops
+
+    peak, run = json.loads(peak_file.read_text()), load_runs(run_file)[0]
+    if peak["environment"]["device"] != run.environment["device"]:
+        print(f"skipped {path}: {peak_file} is from {peak['environment']['device']}, {run_file} from "
+              f"{run.environment['device']}")
+        return
+    shape = run.shape
+    flops = attention_flops(shape["batch"], shape["seq_len"], shape["heads"], shape["head_dim"])
+    ceilings = {family: ceiling["tflops"] for family, ceiling in peak["ceilings"].items()}
+    dram_tbps, l2_tbps = peak["memory"]["dram copy"]["tbps"], peak["memory"]["l2 read"]["tbps"]
+
+    fig, ax = plt.subplots(figsize=(12, 7.4), layout="constrained")
+    intensity = [2 ** (i / 8) for i in range(4 * 8, 13 * 8 + 1)]  # 16 ... 8192 FLOP per byte
+    ax.plot(intensity, [l2_tbps * x for x in intensity], color="#4c72b0", label=f"L2: {l2_tbps:.2f} TB/s")
+    ax.plot(intensity, [dram_tbps * x for x in intensity], color="#8c8c8c",
+            label=f"DRAM: {dram_tbps:.2f} TB/s")
+    for (family, tflops), style in zip(ceilings.items(), ("--", "-."), strict=False):
+        ax.axhline(tflops, color="black", linestyle=style, linewidth=1.2, label=f"{family}: {tflops:.0f} TFLOP/s")
+    dram_intensity = flops / dram_bytes(shape)
+    ax.axvline(dram_intensity, color="#8c8c8c", linestyle=":", linewidth=1.2)
+    ax.text(dram_intensity * 0.93, 1.5 * max(ceilings.values()), f"against DRAM every chapter does\n"
+            f"{dram_intensity:.0f} FLOP per byte (hollow)", ha="right", va="top", fontsize=9, color="#555555")
+
+    by_name = {chapter.name: chapter for chapter in chapters()}
+    bounds: dict[tuple[str, int], list[str]] = {}
+    for index, row in enumerate(r for r in run.rows if r.kind == "chapter"):
+        chapter = by_name[row.name]
+        block_q = chapter.kernel.block_q
+        family = "wgmma" if "wgmma.mma_async" in chapter.source.read_text() else "mma.sync"
+        style = {"marker": "os^vD<>ph"[index % 9], "markersize": 8, "linestyle": "none",
+                 "color": plt.get_cmap("tab10")(index % 10)}
+        ax.plot(flops / l2_bytes(shape, block_q), row.tflops, label=f"{row.name}: {row.tflops:.0f}", **style)
+        ax.plot(dram_intensity, row.tflops, markerfacecolor="none", **style)
+        bounds.setdefault((family, block_q), []).append(row.name[:3])
+
+    lines = ["fastest possible time at this shape (ms): max(math, L2, DRAM)"]
+    for (family, block_q), names in bounds.items():
+        if family not in ceilings:
+            continue
+        terms = (flops / ceilings[family] / 1e9, l2_bytes(shape, block_q) / l2_tbps / 1e9,
+                 dram_bytes(shape) / dram_tbps / 1e9)
+        lines.append(f"{family}, BLOCK_Q {block_q} ({', '.join(names)}): math {terms[0]:.2f}, L2 {terms[1]:.2f}, "
+                     f"DRAM {terms[2]:.2f} -> {max(terms):.2f}")
+    ax.text(0.99, 0.02, "\n".join(lines), transform=ax.transAxes, ha="right", va="bottom", fontsize=9,
+            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9, "edgecolor": "#cccccc"})
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlim(intensity[0], intensity[-1])
+    ax.set_xticks([2**i for i in range(4, 14)], [str(2**i) for i in range(4, 14)])
+    ax.set_ylim(10, 2 * max(ceilings.values()))
+    ax.set_xlabel("FLOP per byte moved; filled: per byte the blocks ask of L2 (BLOCK_Q, almost exactly)")
+    ax.set_ylabel("TFLOP/s")
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    ax.set_title(f"Roofline with two memory levels, {shape['batch']} x {shape['seq_len']} x {shape['heads']} heads x "
+                 f"{shape['head_dim']}, {shape['dtype']} on {run.environment['device']}\n"
+                 f"ceilings from {peak_file.name}, chapters from {run_file.name}", fontsize=11)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Regenerate the PNG figures under docs/figures/.")
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "headline.json",
@@ -463,12 +654,15 @@ def main() -> None:
         "swizzle.png": figure_swizzle,
         "pipeline.png": figure_pipeline,
         "wgmma_layout.png": figure_wgmma_layout,
+        "operand_registers.png": figure_operand_registers,
+        "ldmatrix_lanes.png": figure_ldmatrix_lanes,
     }
     for name, draw in figures.items():
         draw(FIGURES / name)
         print(f"wrote {FIGURES / name}")
     figure_ladder(FIGURES / "ladder.png", args.results)
     print(f"wrote {FIGURES / 'ladder.png'}")
+    figure_roofline(FIGURES / "roofline.png", ROOT / "results" / "peak.json", args.results)
 
 
 if __name__ == "__main__":

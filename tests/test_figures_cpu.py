@@ -1,0 +1,64 @@
+"""The roofline's byte counts and its drawing from a peak.json, on a machine without a GPU."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from reference import attention_flops
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADLINE = ROOT / "results" / "headline.json"
+
+
+@pytest.fixture(scope="module")
+def figures():
+    """docs/figures/make_figures.py as a module (it is a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("make_figures", ROOT / "docs" / "figures" / "make_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shape(seq_len: int) -> dict:
+    return {"batch": 16, "seq_len": seq_len, "heads": 16, "head_dim": 128, "dtype": "bf16", "causal": False}
+
+
+@pytest.mark.parametrize("seq_len", [1024, 4096, 16384])
+def test_every_kv_element_meets_every_query_once_per_launch(figures, seq_len):
+    """Against the compulsory bytes the intensity is seq_len / 2: 2 FLOP per query for each 2-byte element."""
+    s = shape(seq_len)
+    assert attention_flops(16, seq_len, 16, 128) / figures.dram_bytes(s) == seq_len / 2
+
+
+@pytest.mark.parametrize("block_q", [64, 128])
+def test_l2_intensity_is_block_q_diluted_by_the_q_and_o_tiles(figures, block_q):
+    """Per block 4·BLOCK_Q·N·d FLOP over 4·d·(BLOCK_Q + N) bytes: BLOCK_Q·N / (BLOCK_Q + N) FLOP per byte."""
+    s = shape(4096)
+    intensity = attention_flops(16, 4096, 16, 128) / figures.l2_bytes(s, block_q)
+    assert intensity == pytest.approx(block_q * 4096 / (block_q + 4096), rel=1e-12)
+
+
+def synthetic_peak(path: Path, device: str) -> Path:
+    """A peak.json in the format `runner.py peak --json` writes, with made-up ceilings."""
+    path.write_text(json.dumps({
+        "environment": {"device": device},
+        "ceilings": {"mma.sync": {"tflops": 600.0}, "wgmma": {"tflops": 800.0}},
+        "details": {"torch.matmul 8192^3 bf16": {"tflops": 700.0}},
+        "memory": {"dram copy": {"tbps": 4.0}, "l2 read": {"tbps": 8.0}},
+    }))
+    return path
+
+
+def test_roofline_is_drawn_from_a_peak_json_of_the_same_gpu(figures, tmp_path):
+    device = json.loads(HEADLINE.read_text())[0]["environment"]["device"]
+    figures.figure_roofline(tmp_path / "roofline.png", synthetic_peak(tmp_path / "peak.json", device), HEADLINE)
+    assert (tmp_path / "roofline.png").stat().st_size > 0
+
+
+def test_roofline_is_skipped_without_a_peak_json_or_for_another_gpu(figures, tmp_path, capsys):
+    figures.figure_roofline(tmp_path / "roofline.png", tmp_path / "missing.json", HEADLINE)
+    figures.figure_roofline(tmp_path / "roofline.png", synthetic_peak(tmp_path / "peak.json", "another GPU"), HEADLINE)
+    assert not (tmp_path / "roofline.png").exists()
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["skipped", "skipped"]
