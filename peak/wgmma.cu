@@ -10,8 +10,8 @@
 // random data than on zeros, and the clocks drop to match, so zeros would measure a ceiling that is too high.
 //
 // Every block computes the same product and writes it out, so the result can be checked (SS: A B^T; RS:
-// n_batches times P V) and the compiler cannot drop the work. Two blocks per SM (one 16 KB plane pair per
-// tile, so both fit): while one warpgroup waits for its batch to drain, three others have wgmmas queued.
+// n_batches times P V) and the compiler cannot drop the work. Two blocks per SM (each holds at most two 32 KB
+// tiles, so both fit): while one warpgroup waits for its batch to drain, three others have wgmmas queued.
 // wgmma exists on sm_90a alone.
 
 #include <cuda_bf16.h>
