@@ -107,8 +107,11 @@ __device__ int smem_index(int row, int col) {
 // once, before the timed work, so plain loads and stores do; then the fence that shows the writes to the
 // tensor cores' "async proxy", and a barrier that shows them to the other warps.
 __device__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* matrix) {
-    for (int chunk = threadIdx.x; chunk < TILE * TILE / CHUNK; chunk += N_THREADS) {
-        const int row = chunk / (TILE / CHUNK), col = chunk % (TILE / CHUNK) * CHUNK;
+    constexpr int CHUNKS_PER_ROW = TILE / CHUNK;
+#pragma unroll
+    for (int step = 0; step < TILE * CHUNKS_PER_ROW / N_THREADS; ++step) {
+        const int chunk = step * N_THREADS + threadIdx.x;
+        const int row = chunk / CHUNKS_PER_ROW, col = chunk % CHUNKS_PER_ROW * CHUNK;
         *reinterpret_cast<uint4*>(&tile[smem_index(row, col)]) =
             *reinterpret_cast<const uint4*>(&matrix[row * TILE + col]);
     }
