@@ -6,9 +6,10 @@
 // accumulator it reads again, so one chain of them runs at the instruction's latency, not its rate: each
 // warp keeps CHAINS independent accumulators and issues them in turn. The inputs are random values from
 // global memory, not constants, so the compiler cannot fold them, and every accumulator ends in a store,
-// so it cannot drop them (and the result is checked: CHAINS * UNROLL * n_steps times A * B).
+// so it cannot drop them (a test checks the result: CHAINS * UNROLL * n_steps times A * B).
 //
-// One block per SM; grid = the number of SMs. Thread -> element maps are mma.sync's: g = lane / 4, t = lane % 4.
+// Grid: one block per SM (the block scheduler gives every SM a block before any SM gets a second).
+// Thread -> element maps are mma.sync's: g = lane / 4, t = lane % 4.
 
 #include <cuda_bf16.h>
 

@@ -9,8 +9,8 @@
 // measured here bounds it from above. The tiles hold random values: the tensor cores draw more power on
 // random data than on zeros, and the clocks drop to match, so zeros would measure a ceiling that is too high.
 //
-// Every block computes the same product and writes it out, so the result can be checked (SS: A B^T; RS:
-// n_batches times P V) and the compiler cannot drop the work. Two blocks per SM (each holds at most two 32 KB
+// Every block computes the same product and writes it out, so the result can be checked (A B^T from shared
+// memory, n_batches times P V with P in registers) and the compiler cannot drop the work. Two blocks per SM (each holds at most two 32 KB
 // tiles, so both fit): while one warpgroup waits for its batch to drain, three others have wgmmas queued.
 // wgmma exists on sm_90a alone.
 
