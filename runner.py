@@ -180,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         from kernels import tools
 
         return tools.main(argv)
+    if argv and argv[0] == "peak":
+        from kernels import peak
+
+        return peak.main(argv[1:])
     args = parse_args(argv)
     if args.from_json:
         runs = load_runs(args.from_json)
