@@ -56,6 +56,7 @@ def block(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def test_compiled_with_fullgraph_matches_eager(mode):
     """Inductor with the op in its graph; "reduce-overhead" also captures it into CUDA graphs. Two lengths, to
     compile for a second shape."""
+    torch.compiler.reset()  # nothing compiled for the other mode is reused
     compiled = torch.compile(block, fullgraph=True, mode=mode)
     for seq_len in (300, 513):
         inputs = gqa_inputs(seq_len, seq_len)
