@@ -1,0 +1,1 @@
+"""Programs that use the ladder inside a model (run them from the project's root with ``python -m``)."""
