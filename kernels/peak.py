@@ -444,7 +444,7 @@ def print_run(run: PeakRun, *, markdown: bool = False) -> None:
         return
     console = Console() if sys.stdout.isatty() else Console(width=140)
     ceilings = Table(title="Ceilings", caption=device)
-    fastest = Table(title=FASTEST, caption=headline_shape())
+    fastest = Table(title=FASTEST, caption=headline_shape(), min_width=len(FASTEST) + 4)  # title on one line
     for table, columns in ((ceilings, COLUMNS), (fastest, FASTEST_COLUMNS)):
         for i, column in enumerate(columns):
             table.add_column(column, justify="right" if 0 < i < 4 else "left", no_wrap=i == 0)
