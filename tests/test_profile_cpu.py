@@ -216,7 +216,7 @@ def test_profile_bad_arguments_are_one_line(args, message):
     one_line_error(runner(*args), 2, message)
 
 
-# --- the child: run once, and the sanitizer's driver ---------------------------------------------------
+# --- the child: run once ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -224,7 +224,6 @@ def test_profile_bad_arguments_are_one_line(args, message):
     [
         ([sys.executable, "-m", "kernels.run_once", "1", "fa2"], 1, "No CUDA GPU found"),
         ([sys.executable, "-m", "kernels.run_once", "nope"], 2, "no chapter 'nope'"),
-        ([sys.executable, "scripts/sanitize.py", "5"], 1, "No CUDA GPU found"),
     ],
 )
 def test_running_once_without_a_gpu_is_one_line(command, code, message):
