@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import math
 import platform
 import statistics
@@ -174,16 +175,19 @@ def run_ladder(args: argparse.Namespace, seq_len: int, progress) -> Run:
     return run
 
 
+# The other commands, each a module of kernels/ with its own --help: name -> module, whose main() takes the rest.
+COMMANDS = {
+    "inspect": "kernels.inspect",
+    "diff": "kernels.diff",
+    "profile": "kernels.profile",
+    "peak": "kernels.peak",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("inspect", "diff", "profile"):
-        from kernels import tools
-
-        return tools.main(argv)
-    if argv and argv[0] == "peak":
-        from kernels import peak
-
-        return peak.main(argv[1:])
+    if argv and argv[0] in COMMANDS:
+        return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
     args = parse_args(argv)
     if args.from_json:
         runs = load_runs(args.from_json)

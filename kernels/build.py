@@ -100,6 +100,16 @@ def compile_nvrtc(source: Path, arch: str, instances: tuple[str, ...] = ALL_INST
     return Cubin(_cubin_image(program), lowered, arch, nvrtc.getProgramLog(program))
 
 
+@functools.cache
+def nvrtc_version() -> str:
+    """NVRTC's version, e.g. "13.0": part of what identifies a compiled kernel, as another NVRTC emits other code."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError as error:
+        raise BuildError(f"NVRTC is not available through CuPy ({error}); pip install cupy-cuda13x") from error
+    return ".".join(str(part) for part in nvrtc.getVersion())
+
+
 def _cubin_image(program: int) -> bytes:
     """The compiled image through NVRTC's C API: CuPy's ``getCUBIN`` drops its last byte."""
     maps = Path("/proc/self/maps").read_text().split("\n")

@@ -1,32 +1,75 @@
 #!/usr/bin/env bash
-# On the GPU machine: every test, the ladder (headline, causal, sweep), profiles, the sanitizer.
-# `device_check.sh` runs all of it; `device_check.sh ladder` the first two, `device_check.sh profile` the rest.
-# Everything lands in $OUT (or ./out): at most 8 files, as the device tool returns.
-set -u
+# On a machine with an NVIDIA GPU: the tests, the ladder, Nsight Compute profiles and compute-sanitizer. Each
+# step's output goes to a file in $OUT (default: out/ in the project); the first step that fails stops the run,
+# named on stderr, with a non-zero exit.
+#
+#   scripts/device_check.sh                                     # every stage: tests ladder profile sanitizer
+#   scripts/device_check.sh ladder profile                      # some of them, in this order
+#   LADDER_OPTIONS="--warmup 20" scripts/device_check.sh ladder # more options for every ladder run
+#
+# Files: tests.txt, ladder.txt, headline.json, causal.json, sweep.json, profile.txt, profile.json, sanitizer.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
+PYTHON=${PYTHON:-python3}
+LADDER_OPTIONS=${LADDER_OPTIONS:-}
+SWEEP=512,1024,2048,4096,8192,16384
+PROFILED="5 6 7 8 9 fa2 cudnn"
+SANITIZER_TOOLS="memcheck racecheck synccheck"
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=.
-{
-    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
-    python3 -c "import torch, cupy; print('torch', torch.__version__, 'cupy', cupy.__version__)"
-} > "$OUT/gpu.txt" 2>&1
-if [ "${1:-all}" != profile ]; then
-    python3 -m pytest -q -p no:cacheprovider > "$OUT/pytest.log" 2>&1  # the README's test command: every test
-    tail -3 "$OUT/pytest.log"
-    {
-        python3 runner.py --json "$OUT/headline.json"
-        python3 runner.py --causal --json "$OUT/causal.json"
-        python3 runner.py --seq-len 512,1024,2048,4096,8192,16384 --warmup 3 --repeats 10 --json "$OUT/sweep.json"
-    } > "$OUT/ladder.txt" 2>&1
-    grep -E "k0|torch|batch" "$OUT/ladder.txt" | head -60
-fi
-if [ "${1:-all}" != ladder ]; then
-    for chapter in 5 6 7 8 9; do
-        python3 runner.py profile $chapter
-    done > "$OUT/profile.txt" 2>&1
-    cat "$OUT/profile.txt"
-    for tool in memcheck racecheck; do
-        timeout 240 compute-sanitizer --tool $tool python3 scripts/sanitize.py 5 6 7 8 9 2>&1 | tail -2
-    done > "$OUT/sanitizer.txt"
-    cat "$OUT/sanitizer.txt"
-fi
+export PYTHONUNBUFFERED=1
+
+# step NAME LOG COMMAND...: run COMMAND, its output added to $OUT/LOG; where it fails, name the step and stop.
+step() {
+    local name=$1 log=$OUT/$2
+    shift 2
+    echo "== $name: $*" | tee -a "$log"
+    "$@" >>"$log" 2>&1
+    local status=$?
+    if [ "$status" -ne 0 ]; then
+        tail -n 20 "$log" >&2
+        echo "device_check: step '$name' failed (exit $status), its output is in $log" >&2
+        exit "$status"
+    fi
+}
+
+stage_tests() {
+    step "GPU" tests.txt nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+    step "versions" tests.txt "$PYTHON" -c "import torch, cupy; print('torch', torch.__version__, 'cupy', cupy.__version__)"
+    step "tests" tests.txt "$PYTHON" -m pytest -q  # the README's test command
+    tail -n 1 "$OUT/tests.txt"
+}
+
+stage_ladder() {
+    # shellcheck disable=SC2086  # LADDER_OPTIONS is a list of words
+    step "ladder" ladder.txt "$PYTHON" runner.py --json "$OUT/headline.json" $LADDER_OPTIONS
+    # shellcheck disable=SC2086
+    step "ladder, causal" ladder.txt "$PYTHON" runner.py --causal --json "$OUT/causal.json" $LADDER_OPTIONS
+    # shellcheck disable=SC2086
+    step "ladder, sweep" ladder.txt "$PYTHON" runner.py --seq-len "$SWEEP" --warmup 3 --repeats 10 \
+        --json "$OUT/sweep.json" $LADDER_OPTIONS
+}
+
+stage_profile() {
+    # shellcheck disable=SC2086  # PROFILED is a list of words
+    step "profile" profile.txt "$PYTHON" runner.py profile $PROFILED --json "$OUT/profile.json"
+}
+
+stage_sanitizer() {
+    for tool in $SANITIZER_TOOLS; do  # every chapter, causal and full, at a ragged shape (see scripts/sanitize.py)
+        step "compute-sanitizer $tool" sanitizer.txt \
+            compute-sanitizer --tool "$tool" --error-exitcode 1 "$PYTHON" scripts/sanitize.py
+    done
+}
+
+stages=${*:-tests ladder profile sanitizer}
+for stage in $stages; do
+    case $stage in
+        tests | ladder | profile | sanitizer) "stage_$stage" ;;
+        *)
+            echo "device_check: no stage '$stage'; the stages are tests, ladder, profile, sanitizer" >&2
+            exit 2
+            ;;
+    esac
+done
+echo "device_check: every step passed ($stages)"

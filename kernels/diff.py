@@ -1,0 +1,74 @@
+"""`runner.py diff A B`: the one idea chapter B adds to chapter A, as a unified diff of the kernel, then the loader.
+
+    python runner.py diff 3 4 [-U 5] [--no-color]
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from kernels.cli import Parser, one_chapter, run
+
+DIFFED_FILES = ("flash_attention.cu", "loader.py")
+DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+def unified_diff(a: Path, b: Path, context: int) -> list[str]:
+    """The unified diff of two files, labelled chapter/file, without line endings."""
+    return list(
+        difflib.unified_diff(
+            a.read_text().splitlines(),
+            b.read_text().splitlines(),
+            f"{a.parent.name}/{a.name}",
+            f"{b.parent.name}/{b.name}",
+            n=context,
+            lineterm="",
+        )
+    )
+
+
+def diff_style(line: str) -> str:
+    """The colour of one diff line: headers bold, hunks cyan, additions green, removals red."""
+    return next((style for prefix, style in DIFF_STYLES if line.startswith(prefix)), "")
+
+
+def print_diff(lines: list[str], color: bool) -> None:
+    """Print diff lines, coloured unless asked not to (or not on a terminal)."""
+    if not color:
+        print("\n".join(lines))
+        return
+    text = Text()
+    for line in lines:
+        text.append(line + "\n", style=diff_style(line))
+    Console(highlight=False).print(text, soft_wrap=True, end="")
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    """The kernel's diff, then the loader's."""
+    a, b = one_chapter(args.a), one_chapter(args.b)
+    for i, file_name in enumerate(DIFFED_FILES):
+        if i:
+            print()
+        lines = unified_diff(a.source.with_name(file_name), b.source.with_name(file_name), args.context)
+        print_diff(lines or [f"{a.name} and {b.name} have the same {file_name}"], color=not args.no_color)
+    return 0
+
+
+def build_parser() -> Parser:
+    """`runner.py diff` and its options."""
+    parser = Parser(prog="runner.py diff", description="Unified diff of two chapters' kernel, then of their loader.")
+    parser.add_argument("a", help="first chapter, by number or slug")
+    parser.add_argument("b", help="second chapter, by number or slug")
+    parser.add_argument("-U", "--context", type=int, default=3, help="lines of context (default 3)")
+    parser.add_argument("--no-color", action="store_true", help="plain text, no colours")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Run `runner.py diff` with the arguments after the command's name."""
+    return run(build_parser(), run_diff, argv)

@@ -1,0 +1,126 @@
+"""Run attention kernels once each at one shape: chapters, or torch's FA2 or cuDNN kernel through SDPA.
+
+The program `runner.py profile` runs under Nsight Compute, and scripts/sanitize.py under compute-sanitizer:
+
+    python -m kernels.run_once 8 fa2 cudnn --batch 16 --seq-len 4096 --heads 16 [--causal] [--dtype fp16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from kernels.chapters import Chapter, chapters, select
+from kernels.cli import Parser, ToolError, UsageError, add_instance_options, positive_int, run
+from kernels.launch import DTYPES, HEAD_DIM, gpu_arch
+from reference import SDPA_BACKENDS, sdpa_function
+
+# Every chapter's kernel is named flash_attention. Torch's FA2 backend launches flash_fwd_kernel (or
+# flash_fwd_splitkv_kernel where too few blocks would fill the GPU), cuDNN a generated
+# cudnn_..._sdpa_..._flash_fprop_... kernel. Nsight Compute matches these regular expressions against their names.
+CHAPTER_KERNEL = "flash_attention"
+REFERENCES = {  # command-line name -> (SDPA_BACKENDS name, short name, kernel)
+    "fa2": ("torch FA2", "FA2", "flash_fwd"),
+    "cudnn": ("torch cuDNN", "cuDNN", "cudnn.*sdpa|fprop"),
+}
+NO_GPU = "No CUDA GPU found: running a kernel needs one"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One kernel to run: how the command line names it, how tables head it, ``attention(q, k, v, *, causal)``,
+    a regular expression for the name of the GPU kernel it launches, and the chapter it is (None: torch's)."""
+
+    token: str
+    name: str
+    short_name: str
+    attention: Callable[..., torch.Tensor]
+    kernel: str
+    chapter: Chapter | None = None
+
+    def runs_on(self, gpu: str) -> bool:
+        """Whether it runs on a GPU of this architecture ("sm_90"): torch's kernels run on any it supports."""
+        return self.chapter is None or self.chapter.kernel.runs_on(gpu)
+
+
+def chapter_target(chapter: Chapter) -> Target:
+    """A chapter as a target."""
+    short_name = f"k{chapter.number:02d}"
+    return Target(chapter.name, chapter.name, short_name, chapter.attention, CHAPTER_KERNEL, chapter)
+
+
+def reference_target(token: str) -> Target:
+    """Torch's FA2 ("fa2") or cuDNN ("cudnn") kernel, called through SDPA in the chapters' layout."""
+    name, short_name, kernel = REFERENCES[token]
+    return Target(token, name, short_name, sdpa_function(SDPA_BACKENDS[name]), kernel)
+
+
+def targets(wanted: Sequence[str]) -> list[Target]:
+    """Targets in the order named: chapter numbers or slugs ("5", "pipelining"), "fa2", "cudnn", as words or comma
+    lists; none named: every chapter, then fa2 and cudnn. A UsageError names an unknown one."""
+    tokens = [token.strip() for word in wanted for token in word.split(",") if token.strip()]
+    all_chapters = chapters()
+    found: list[Target] = []
+    for token in tokens or [*(chapter.name for chapter in all_chapters), *REFERENCES]:
+        if token.lower() in REFERENCES:
+            found.append(reference_target(token.lower()))
+            continue
+        try:
+            found += [chapter_target(chapter) for chapter in select(all_chapters, token)]
+        except ValueError as error:
+            raise UsageError(f"{error}; or {' or '.join(REFERENCES)} for torch's kernels") from error
+    return list({target.token: target for target in found}.values())  # each once, in the order first named
+
+
+def runnable(chosen: list[Target], gpu: str) -> list[Target]:
+    """The targets that run on a GPU of this architecture; the others named on stderr as left out."""
+    for target in chosen:
+        if not target.runs_on(gpu):
+            print(f"{target.name} left out: it is built for {target.chapter.kernel.arch} only", file=sys.stderr)
+    return [target for target in chosen if target.runs_on(gpu)]
+
+
+def run_once(target: Target, batch: int, seq_len: int, heads: int, dtype: torch.dtype, causal: bool) -> None:
+    """Launch the target's kernel once on random (batch, seq_len, heads, 128) inputs, and wait for it."""
+    q, k, v = (torch.randn(batch, seq_len, heads, HEAD_DIM, dtype=dtype, device="cuda") for _ in range(3))
+    target.attention(q, k, v, causal=causal)
+    torch.cuda.synchronize()
+
+
+def run_targets(args: argparse.Namespace) -> int:
+    """Run each target once; the first that fails stops the run."""
+    chosen = targets(args.targets)
+    if not torch.cuda.is_available():
+        raise ToolError(NO_GPU)
+    shape = f"({args.batch}, {args.seq_len}, {args.heads}, {HEAD_DIM}) {args.dtype}{', causal' if args.causal else ''}"
+    for target in runnable(chosen, gpu_arch(0)):
+        try:
+            run_once(target, args.batch, args.seq_len, args.heads, DTYPES[args.dtype], args.causal)
+        except (RuntimeError, ValueError) as error:  # a kernel that failed, or an SDPA backend that declined
+            raise ToolError(f"{target.name} failed on {shape}: {error}") from error
+        print(f"ran {target.name} once on {shape}")
+    return 0
+
+
+def build_parser(prog: str) -> Parser:
+    """The command line: targets, shape and instance."""
+    parser = Parser(prog=prog, description="Run attention kernels once each at one shape.")
+    parser.add_argument("targets", nargs="*", help="chapters by number or slug, fa2, cudnn (default: all of them)")
+    parser.add_argument("--batch", type=positive_int, default=16, help="default 16")
+    parser.add_argument("--seq-len", type=positive_int, default=4096, help="default 4096")
+    parser.add_argument("--heads", type=positive_int, default=16, help="default 16")
+    add_instance_options(parser)
+    return parser
+
+
+def main(argv: list[str], prog: str = "python -m kernels.run_once") -> int:
+    """Run the targets named in ``argv``; a bad name, no GPU or a failing kernel is one line on stderr."""
+    return run(build_parser(prog), run_targets, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
