@@ -29,9 +29,9 @@ def variant(request):
 
 def inspect_module():
     """Where `runner.py inspect`'s machinery (inspect_chapter, sass_counts) lives: one line to change if it moves."""
-    import kernels.tools
+    import kernels.inspect
 
-    return kernels.tools
+    return kernels.inspect
 
 
 def parent(variant):
