@@ -44,6 +44,14 @@ def test_relative_links_and_anchors_resolve(page):
             assert fragment in anchors(linked), f"{page.name} links to #{fragment}, not a heading of {linked.name}"
 
 
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_pages_speak_of_the_kernels_only(page):
+    """A reader can rerun what a page cites: no one-off runs, scripts outside the repository or notes of who
+    measured what."""
+    found = re.findall(r"session|device call|\bcall \d|\blab\b|lab_sweeps", page.read_text(), flags=re.I)
+    assert not found, f"{page.name}: {found}"
+
+
 def test_every_figure_is_on_a_page():
     """make_figures.py draws nothing that no page shows."""
     shown = "".join(page.read_text() for page in PAGES)
