@@ -1,5 +1,6 @@
-"""Draw every figure in docs/: the layouts (fragments, ldmatrix, the V transpose, the swizzle, kernel 9's
-planes), the pipeline schematic, and the ladder plot from results/headline.json.
+"""Draw every figure in docs/: the thread maps (a block's rows, the tile copy, kernel 7's addresses, a 128-key
+tile's scores), the layouts (fragments, ldmatrix, the V transpose, the swizzle, kernel 9's planes), the
+pipeline schematic, and the ladder plot from results/headline.json.
 
     python docs/figures/make_figures.py          # rewrites docs/figures/*.png
 
@@ -273,6 +274,249 @@ def figure_swizzle(path: Path) -> None:
                   ha="center", va="top", fontsize=10)
     fig.suptitle("The XOR swizzle (label = logical chunk, colour = the 4 banks it occupies)", fontsize=12)
     fig.tight_layout(h_pad=3)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (g) Chapter 1: which warp owns which query rows, and which elements of S and O one lane holds.
+# ---------------------------------------------------------------------------------------------------
+
+
+def coarse_axes(ax: plt.Axes, rows: int, cols: int, title: str, *, col_step: int, row_step: int,
+                col_label: str = "", row_label: str = "") -> None:
+    """Like grid_axes, for grids too large to label every element: a tick every col_step / row_step."""
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    ax.set_aspect("equal")
+    ax.set_xticks(range(0, cols + 1, col_step), [str(c) for c in range(0, cols + 1, col_step)], fontsize=7)
+    ax.set_yticks(range(0, rows + 1, row_step), [str(r) for r in range(0, rows + 1, row_step)], fontsize=7)
+    ax.tick_params(length=2, top=True, bottom=False, labeltop=True, labelbottom=False)
+    ax.set_xlabel(col_label, fontsize=9)
+    ax.xaxis.set_label_position("top")
+    ax.set_ylabel(row_label, fontsize=9)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title(title, fontsize=10, pad=8)
+
+
+def lane_pairs(lane: int, n_tiles: int) -> list[tuple[int, int]]:
+    """Where one lane's value pairs sit in a warp's (16, 8 * n_tiles) accumulator: rows g and g + 8,
+    columns 8n + 2t and 8n + 2t + 1 of every n-tile n (the C layout of mma.m16n8k16)."""
+    g, t = lane // 4, lane % 4
+    return [(row, 8 * n + 2 * t) for n in range(n_tiles) for row in (g, g + 8)]
+
+
+def draw_accumulator(ax: plt.Axes, n_tiles: int, title: str, col_label: str, *, first_new: int | None = None) -> None:
+    """A warp's (16, 8 * n_tiles) fp32 accumulator: rows g and g + 8 in two hues, the four lanes of a row in
+    four shades, n-tile borders in black, and FOLLOWED_LANE's pairs outlined. Columns from first_new on are
+    drawn darker (what a bigger tile adds)."""
+    cols = 8 * n_tiles
+    coarse_axes(ax, 16, cols, title, col_step=8 if cols <= 64 else 16, row_step=4, col_label=col_label,
+                row_label="query row of the warp")
+    for row in range(16):
+        for col in range(cols):
+            color = shade(C_HUES[row // 8], 0.06 * (col % 8 // 2))
+            if first_new is not None and col >= first_new:
+                color = shade(C_HUES[row // 8], 0.25 + 0.06 * (col % 8 // 2))
+            box(ax, row, col, 1, color, edge="white", linewidth=0.3)
+    for n in range(n_tiles + 1):
+        ax.plot([8 * n, 8 * n], [0, 16], color="black", linewidth=0.9, zorder=4)
+    for row, col in lane_pairs(FOLLOWED_LANE, n_tiles):
+        outline(ax, row, col, 2, linewidth=1.8)
+
+
+def figure_block_rows(path: Path) -> None:
+    """Chapter 1: a block's warps split the query rows, and a lane holds fixed rows and columns of S and O."""
+    fig, axes = plt.subplot_mosaic([["q", "s"], ["q", "o"]], figsize=(16, 8.6), layout="constrained",
+                                   width_ratios=[1, 4.2])
+    q_ax, s_ax, o_ax = axes["q"], axes["s"], axes["o"]
+
+    # The block's Q tile, by 16-byte chunks: four bands of 16 rows, one per warp.
+    coarse_axes(q_ax, 64, 16, "the block's Q tile (64, 128):\nwarp w owns rows 16w ... 16w + 15",
+                col_step=4, row_step=8, col_label="16-byte chunk (8 dims)", row_label="query row of the block")
+    for warp in range(4):
+        box(q_ax, 16 * warp, 0, 16, HUES[warp], f"warp {warp}\nrows {16 * warp}-{16 * warp + 15}\n8 A fragments\n"
+            "in registers", height=16, fontsize=9)
+    q_ax.text(8, 66, "K and V tiles (64 keys, 128 dims)\nare read by all four warps;\n"
+              "rows never cross warps", ha="center", va="top", fontsize=9)
+
+    g, t = FOLLOWED_LANE // 4, FOLLOWED_LANE % 4
+    draw_accumulator(s_ax, 8, f"S = Q Kᵀ of one warp: 16 rows x 64 keys, 8 n-tiles of 8 keys (s_acc[8][4]); "
+                     f"lane {FOLLOWED_LANE} holds 32 floats", "key in the tile")
+    s_ax.text(32, 17.2, f"lane {FOLLOWED_LANE}: g = {g}, t = {t}  ->  rows g = {g} and g + 8 = {g + 8}, keys 8n + 2t, "
+              f"8n + 2t + 1 of every n-tile n;\ns_acc[n][0], [1] on row g, s_acc[n][2], [3] on row g + 8.  "
+              f"Row {g} is spread over lanes {4 * g}-{4 * g + 3} (the four shades): its max takes two shuffles.",
+              ha="center", va="top", fontsize=9)
+    draw_accumulator(o_ax, 16, f"O of the same warp: 16 rows x 128 dims, 16 n-tiles (o_acc[16][4]); "
+                     f"lane {FOLLOWED_LANE} holds 64 floats", "head dim")
+    o_ax.text(64, 17.2, "the same map: P = S in 16 bits is the A operand of O += P V without leaving the registers",
+              ha="center", va="top", fontsize=9)
+    fig.suptitle(f"Kernel 1's block: 4 warps x 16 query rows; what lane {FOLLOWED_LANE} of a warp holds "
+                 "(outlined in red; g = lane / 4, t = lane % 4)", fontsize=12)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (h) Chapter 2: which thread copies which 16-byte chunk of a tile (load_tile, 128 threads).
+# ---------------------------------------------------------------------------------------------------
+
+COPY_THREADS = 128  # kernels 1-4: 4 warps
+CHUNKS_PER_ROW = 16  # a 256-byte row of 128 16-bit values
+SHOWN_COPY_ROWS = 16  # two steps of the copy loop; the other six repeat them
+
+
+def figure_copy_map(path: Path) -> None:
+    """Chapter 2: the thread -> 16-byte chunk map of load_tile, which cp.async keeps from kernel 1."""
+    fig, ax = plt.subplots(figsize=(11, 9.6))
+    coarse_axes(ax, SHOWN_COPY_ROWS, CHUNKS_PER_ROW, "", col_step=1, row_step=1,
+                col_label="16-byte chunk c of the row (dims 8c ... 8c + 7)", row_label="tile row")
+    ax.set_xticks([c + 0.5 for c in range(CHUNKS_PER_ROW)], [str(c) for c in range(CHUNKS_PER_ROW)], fontsize=8)
+    ax.set_yticks([r + 0.5 for r in range(SHOWN_COPY_ROWS)], [str(r) for r in range(SHOWN_COPY_ROWS)], fontsize=8)
+    ax.tick_params(length=0)
+    for row in range(SHOWN_COPY_ROWS):
+        for col in range(CHUNKS_PER_ROW):
+            index = row * CHUNKS_PER_ROW + col  # = step * COPY_THREADS + threadIdx.x
+            thread = index % COPY_THREADS
+            warp, quarter = thread // 32, thread % 32 // 8
+            box(ax, row, col, 1, shade(HUES[warp], 0.08 * quarter), f"T{thread}", fontsize=8)
+    for row in range(SHOWN_COPY_ROWS):  # a quarter-warp's 8 chunks: one 128-byte line of global memory
+        for half in range(2):
+            outline(ax, row, 8 * half, 8, color="black", linewidth=1.0)
+    for step in range(SHOWN_COPY_ROWS * CHUNKS_PER_ROW // COPY_THREADS):
+        top = step * COPY_THREADS // CHUNKS_PER_ROW
+        ax.text(16.3, top + 4, f"step {step}:\nrows {top}-{top + 7}", va="center", fontsize=10)
+        ax.plot([0, 16], [top, top], color="black", linewidth=2.4, zorder=6)
+    ax.text(8, SHOWN_COPY_ROWS + 0.4,
+            "thread T (0-127) at loop step s copies chunk index i = 128 s + T: row i / 16, chunk i % 16\n"
+            "8 threads = one 128-byte line (boxed), a warp = 2 rows = 4 whole lines per instruction;\n"
+            "steps 2-7 repeat the pattern for rows 16-63 (a 64-row tile is 8 chunks per thread).\n"
+            "A row at or past seq_len gets zeros: kernel 1 stores them from registers, and from kernel 2 on\n"
+            "cp.async copies 0 source bytes, which fills the 16 bytes with zeros.",
+            ha="center", va="top", fontsize=10)
+    ax.legend(handles=[Patch(color=HUES[w], label=f"warp {w}") for w in range(4)], loc="upper center",
+              bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=10, frameon=False)
+    ax.set_title("load_tile in kernels 1-4: which thread copies which 16-byte chunk of a (64, 128) tile "
+                 "(first 16 rows)", fontsize=12, pad=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (i) Chapter 7: a lane's address in block (0, 0), and how a block's col0 and row0 move it.
+# ---------------------------------------------------------------------------------------------------
+
+ADDRESS_LANE = 21  # row 5, lane / 16 = 1: its chunk in block (0, 0) is 1 ^ 5 = 4, so the XOR is visible
+ADDRESS_BITS = 16  # a 64-row K tile is 16 KB: bits 0-13 inside it, 14-15 the stage
+
+
+def lane_block_address(lane: int, row0: int, col0: int) -> int:
+    """Byte offset in a tile of this lane's ldmatrix row in block (row0, col0): kernel 4's smem_index."""
+    row, col = row0 + lane % 16, col0 + lane // 16 * 8
+    return 256 * row + 16 * ((col // 8) ^ (row % 8))
+
+
+def draw_bit_rows(ax: plt.Axes, rows: list[tuple[str, int, int]]) -> None:
+    """One row of address bits per (label, value, bits that changed), bit 15 on the left."""
+    for i, (label, value, changed) in enumerate(rows):
+        y = 2.2 + 1.3 * i
+        for bit in range(ADDRESS_BITS):
+            x = ADDRESS_BITS - 1 - bit
+            on = value >> bit & 1
+            color = HIGHLIGHT if changed >> bit & 1 else ("#404040" if on else "#f2f2f2")
+            box(ax, y, x, 1, color, str(on), fontsize=9, edge="white")
+            if on or changed >> bit & 1:
+                ax.texts[-1].set_color("white")
+        ax.text(ADDRESS_BITS + 0.3, y + 0.5, label, va="center", fontsize=9)
+
+
+def figure_block_address(path: Path) -> None:
+    """Chapter 7: why a block's ldmatrix address is one XOR (column) and one immediate (row) from block (0, 0)."""
+    fig, (tile_ax, bits_ax) = plt.subplots(1, 2, figsize=(19, 10), gridspec_kw={"width_ratios": [10, 21]})
+
+    # The K tile's first 32 rows by stored position; colour = the 16-column block (two chunks) a chunk belongs to.
+    grid_axes(tile_ax, 32, 16, f"a K tile, rows 0-31, by stored 16-byte position (label = logical chunk)\n"
+              f"red: lane {ADDRESS_LANE}'s ldmatrix row in each (16, 16) block (thick: block (0, 0))",
+              col_label="stored chunk", row_label="row")
+    for row in range(32):
+        for stored in range(16):
+            chunk = stored ^ (row % 8)
+            box(tile_ax, row, stored, 1, BANK_COLORS[chunk // 2], str(chunk), fontsize=7)
+    for row0 in (0, 16):
+        for col0 in range(0, 128, 16):
+            address = lane_block_address(ADDRESS_LANE, row0, col0)
+            outline(tile_ax, address // 256, address % 256 // 16, 1,
+                    linewidth=4.2 if (row0, col0) == (0, 0) else 2.4)
+    tile_ax.legend(handles=[Patch(color=BANK_COLORS[b], label=f"dims {16 * b}-{16 * b + 15}: col0 = {16 * b}")
+                            for b in range(8)], loc="upper center", bbox_to_anchor=(0.5, -0.01), ncol=4,
+                   fontsize=8, frameon=False)
+
+    # The same addresses as bits: col0 flips bits 5-7, row0 adds to bits 12-13, the stage sits above.
+    bits_ax.set_xlim(-0.2, ADDRESS_BITS + 12.5)
+    bits_ax.set_ylim(16.5, -1.2)
+    bits_ax.set_aspect("equal")
+    bits_ax.axis("off")
+    fields = [(0, 4, "byte: 0"), (4, 4, "chunk\n(l / 16) ^ (l % 8)"), (8, 6, "row\nl % 16 + row0"),
+              (14, 2, "stage")]
+    for low, width, label in fields:
+        box(bits_ax, -0.3, ADDRESS_BITS - low - width, width, "#dddddd", label, fontsize=9, height=1.4, edge="black")
+    for bit in range(ADDRESS_BITS):
+        bits_ax.text(ADDRESS_BITS - 0.5 - bit, 1.6, str(bit), ha="center", va="center", fontsize=7)
+    a00 = lane_block_address(ADDRESS_LANE, 0, 0)
+    rows = [(f"block (0, 0): {a00:#06x}, computed once per tile", a00, 0)]
+    for col0 in (16, 32, 48):
+        address = lane_block_address(ADDRESS_LANE, 0, col0)
+        assert address == a00 ^ 2 * col0  # the identity the kernel relies on
+        rows.append((f"block (0, {col0}): {a00:#06x} XOR {2 * col0:#04x} = {address:#06x}", address, a00 ^ address))
+    for row0, col0 in ((16, 0), (16, 16), (48, 32)):
+        address = lane_block_address(ADDRESS_LANE, row0, col0)
+        assert address == (a00 ^ 2 * col0) + 256 * row0
+        moved = f"{a00:#06x}" if col0 == 0 else f"({a00:#06x} XOR {2 * col0:#04x})"
+        rows.append((f"block ({row0}, {col0}): {moved} + {256 * row0:#06x} = {address:#06x}", address,
+                     a00 ^ address))
+    draw_bit_rows(bits_ax, rows)
+    bits_ax.text(ADDRESS_BITS / 2, 12.8,
+                 "addr(row0, col0) = (addr(0, 0) XOR 2 col0) + 256 row0,  for row0 a multiple of 8, col0 of 16\n"
+                 "2 col0 only has bits 5-7, which lie inside the chunk field: one LOP3 per column block.\n"
+                 "256 row0 only has bits 8 and up: an immediate offset in the ldmatrix instruction.\n"
+                 "Bits 0-7 of the tile's start must be 0 (a 256-byte aligned tile), or the XOR would reach\n"
+                 "into the start address instead of the chunk: hence the kernel aligns its shared memory.",
+                 ha="center", va="top", fontsize=9)
+    bits_ax.set_title(f"lane {ADDRESS_LANE}'s byte offset in the tile, bit by bit (red: the bits a block changes)",
+                      fontsize=10)
+    fig.suptitle("Kernel 7's addressing: one address per lane and tile, a XOR per column block, "
+                 "an immediate per row block", fontsize=12)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (j) Chapter 8: a 128-key tile, and the scores one lane holds for it.
+# ---------------------------------------------------------------------------------------------------
+
+
+def figure_kv128_scores(path: Path) -> None:
+    """Chapter 8: a 128-key tile doubles a lane's scores; the per-tile costs stay one per tile."""
+    fig, ax = plt.subplots(figsize=(17, 4.9))
+    draw_accumulator(ax, 16, f"S = Q Kᵀ of one warp for a 128-key tile: 16 rows x 128 keys, 16 n-tiles "
+                     f"(s_acc[16][4]); lane {FOLLOWED_LANE} holds 64 floats, twice kernel 7's 32",
+                     "key in the tile", first_new=64)
+    for n in range(16):
+        ax.text(8 * n + 4, 16.6, f"n={n}", ha="center", va="top", fontsize=8)
+    for block in range(8):  # the A fragment of P for 16 keys is the accumulators of n-tiles 2 block, 2 block + 1
+        ax.annotate("", xy=(16 * block + 0.3, 18.2), xytext=(16 * block + 15.7, 18.2),
+                    arrowprops={"arrowstyle": "|-|", "lw": 1.0, "color": "black", "shrinkA": 0, "shrinkB": 0})
+        ax.text(16 * block + 8, 18.6, f"p_frag[{block}]", ha="center", va="top", fontsize=8)
+    ax.text(32, -2.6, "keys 0-63: a 64-key tile (kernel 7)", ha="center", fontsize=9)
+    ax.text(96, -2.6, "keys 64-127: what kernel 8 adds (darker)", ha="center", fontsize=9)
+    ax.text(64, 20.2, "paid once per tile, however many keys it holds: the wait and the barrier, the row-max shuffles, "
+            "the rescale of o_acc[16][4];\nper key: the HMMAs, the ldmatrix of K and V, one FFMA + MUFU.EX2 per score. "
+            "A 128-key tile pays the first line half as often.", ha="center", va="top", fontsize=9)
+    ax.set_ylim(22.5, -3.4)
+    fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
 
@@ -648,6 +892,10 @@ def main() -> None:
                         help="the saved run the ladder plot shows (default: results/headline.json)")
     args = parser.parse_args()
     figures = {
+        "block_rows.png": figure_block_rows,
+        "copy_map.png": figure_copy_map,
+        "block_address.png": figure_block_address,
+        "kv128_scores.png": figure_kv128_scores,
         "mma_fragments.png": figure_mma_fragments,
         "ldmatrix_x4.png": figure_ldmatrix,
         "v_transpose.png": figure_v_transpose,

@@ -1,0 +1,122 @@
+"""The pages under docs/: links that resolve, the markers the results generator fills, and the thread maps the
+figures draw (computed from the kernels' own formulas, so a wrong figure is a failing test)."""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+CHAPTER_PAGES = {int(page.name[:2]): page for page in PAGES if re.match(r"0[1-9]_", page.name)}
+ABLATION_PAGES = {3: "ablation-ch03", 5: "ablation-ch05", 7: "ablation-ch07"}
+
+sys.path.insert(0, str(DOCS / "figures"))
+make_figures = pytest.importorskip("make_figures")
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+MARKER = re.compile(r"<!-- results:([\w-]+):(start|end) -->")
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    """Every anchor a page's headings define (outside code blocks)."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {anchor(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_relative_links_and_anchors_resolve(page):
+    """A reader who follows a link lands on a file that exists, at a heading that exists."""
+    for target in LINK.findall(page.read_text()):
+        if target.startswith(("http://", "https://")):
+            continue
+        path, _, fragment = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists(), f"{page.name} links to {target}, which does not exist"
+        if fragment and linked.suffix == ".md":
+            assert fragment in anchors(linked), f"{page.name} links to #{fragment}, not a heading of {linked.name}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_pages_speak_of_the_kernels_only(page):
+    """A reader can rerun what a page cites: no one-off runs, scripts outside the repository or notes of who
+    measured what."""
+    found = re.findall(r"session|device call|\bcall \d|\blab\b|lab_sweeps", page.read_text(), flags=re.I)
+    assert not found, f"{page.name}: {found}"
+
+
+def test_every_figure_is_on_a_page():
+    """make_figures.py draws nothing that no page shows."""
+    shown = "".join(page.read_text() for page in PAGES)
+    for figure in (DOCS / "figures").glob("*.png"):
+        assert f"figures/{figure.name}" in shown, f"{figure.name} is on no page"
+
+
+def marker_names(page: Path) -> list[str]:
+    """The results blocks of a page, in order; each start must be closed by its end before the next opens."""
+    names, open_name = [], None
+    for name, side in MARKER.findall(page.read_text()):
+        if side == "start":
+            assert open_name is None, f"{page.name}: {name} starts inside {open_name}"
+            open_name = name
+        else:
+            assert name == open_name, f"{page.name}: {name} ends without its start"
+            names.append(name)
+            open_name = None
+    assert open_name is None, f"{page.name}: {open_name} never ends"
+    return names
+
+
+@pytest.mark.parametrize("number", sorted(CHAPTER_PAGES))
+def test_chapter_pages_hold_their_results_blocks(number):
+    """Pages 2-9 carry their step's table, and pages 3, 5 and 7 their ablation, for make_results.py to fill."""
+    expected = ([ABLATION_PAGES[number]] if number in ABLATION_PAGES else []) + (
+        [f"step-{number:02d}"] if number > 1 else [])
+    assert sorted(marker_names(CHAPTER_PAGES[number])) == sorted(expected)
+
+
+@pytest.mark.parametrize("number", sorted(CHAPTER_PAGES))
+def test_an_outcome_follows_every_measured_block(number):
+    """The sentence that reads a measured table is marked, so it can be found and rewritten from new numbers."""
+    lines = [line for line in CHAPTER_PAGES[number].read_text().splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if MARKER.search(line) and line.endswith(":end -->"):
+            assert lines[i + 1] == "<!-- outcome -->", f"page {number}: no outcome after {line}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_placeholders_name_their_source(page):
+    """A number to be filled names the chapter and the file it comes from: profile counts of chapters 2-4,
+    ceilings from results/peak.json."""
+    text = page.read_text()
+    for chapter in re.findall(r"\[\[profile: (\w+),", text):
+        assert chapter in {"2", "3", "4"}, f"{page.name}: no profile of chapter {chapter} is recorded"
+        assert "results/profile_k02_to_k04.txt" in text, f"{page.name} does not cite the profile file"
+    for key in re.findall(r"\[\[peak: ([^\]]+)\]\]", text):
+        assert key.split(".")[0].split("[")[0] in {"ceilings", "details", "memory"}, f"{page.name}: {key}"
+        assert "results/peak.json" in text, f"{page.name} does not cite results/peak.json"
+
+
+def test_a_lane_holds_each_accumulator_element_once():
+    """The S and O maps of figures block_rows and kv128_scores: 32 lanes cover a warp's tile exactly."""
+    for n_tiles in (8, 16):
+        cells = [(row, col + i) for lane in range(32) for row, col in make_figures.lane_pairs(lane, n_tiles)
+                 for i in range(2)]
+        assert sorted(cells) == [(row, col) for row in range(16) for col in range(8 * n_tiles)]
+
+
+def test_block_address_is_one_xor_and_one_add_from_block_zero():
+    """Chapter 7's identity, for every lane and every (16, 16) block of a 64-row tile of kernel 4's layout."""
+    for lane in range(32):
+        at_zero = make_figures.lane_block_address(lane, 0, 0)
+        for row0 in range(0, 64, 16):
+            for col0 in range(0, 128, 16):
+                moved = (at_zero ^ 2 * col0) + 256 * row0
+                assert make_figures.lane_block_address(lane, row0, col0) == moved
