@@ -6,7 +6,8 @@
 // column col0 (a multiple of 16 values, 32 bytes) only flips address bits 5-7. So a lane's address in
 // any block is its address in block (0, 0), XORed with col0's byte offset, plus row0 whole rows: one XOR
 // per column block, and the rows fold into ldmatrix's constant offset.
-// In the diff: block_address(), the ldmatrix wrappers taking shared addresses, the aligned tiles.
+// In the diff: block_address(), the ldmatrix wrappers taking shared addresses, and aligned_smem(),
+// which starts the tiles where that XOR is right.
 // Left for later: the per-tile overheads (8), which is where these cheaper addresses pay most.
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
@@ -27,6 +28,7 @@ constexpr int MMA_K = 16;
 constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16 = MMA_M: one mma row tile per warp
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
+constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 
 // ---------------------------------------------------------------------------------------------------
@@ -84,6 +86,16 @@ __device__ unsigned pack_floats<__half>(float lo, float hi) {
 // permuting whole chunks is invisible to the code that reads and writes them.
 __device__ int smem_index(int row, int col) {
     return row * HEAD_DIM + ((col / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
+}
+
+// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
+// more than the tiles take). block_address() XORs absolute shared-memory addresses, which is right only if
+// each tile starts with the XORed bits clear; the tiles are whole multiples of 1 KB, so an aligned start
+// is enough. __align__ on an extern array does not promise where a block's dynamic shared memory begins,
+// so the kernel rounds it up itself.
+__device__ unsigned char* aligned_smem(unsigned char* smem) {
+    const unsigned address = __cvta_generic_to_shared(smem);
+    return smem + (SMEM_ALIGN - address % SMEM_ALIGN) % SMEM_ALIGN;
 }
 
 // cp.async: a 16-byte global -> shared copy that does not pass through registers or block the thread.
@@ -198,8 +210,8 @@ template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS)
 flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                 T* __restrict__ o, int seq_len, int n_heads, float softmax_scale) {
-    extern __shared__ __align__(1024) unsigned char smem[];
-    T* q_smem = reinterpret_cast<T*>(smem);
+    extern __shared__ __align__(16) unsigned char smem[];
+    T* q_smem = reinterpret_cast<T*>(aligned_smem(smem));
     T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;          // STAGES tiles
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
 

@@ -30,6 +30,7 @@ constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16: the rows of a warp's slice of 
 constexpr int GROUP_Q = 4 * WARP_Q;        // 64: the rows of one warpgroup, the M of every wgmma
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
+constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 constexpr int PLANE = 64;                  // columns in one plane of a tile: 128 bytes per row
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
@@ -163,9 +164,19 @@ __device__ unsigned pack_floats<__half>(float lo, float hi) {
 // Chunk c of a plane's row r is stored at chunk c ^ (r % 8): the XOR of kernel 4, within 128-byte rows.
 // Every access here stays inside one 16-byte chunk, so permuting whole chunks is invisible to the code
 // that reads and writes them. Rows r and r + 8 share their pattern: a plane is made of (8-row, 1 KB)
-// swizzle atoms, which must be 1 KB aligned.
+// swizzle atoms, which must be 1 KB aligned (aligned_smem).
 __device__ int smem_index(int row, int col) {
     return col / PLANE * BLOCK_KV * PLANE + row * PLANE + ((col % PLANE / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
+}
+
+// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
+// more than the tiles take). wgmma applies its swizzle to absolute shared-memory addresses, in 1 KB atoms
+// that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
+// __align__ on an extern array does not promise where a block's dynamic shared memory begins, so the
+// kernel rounds it up itself.
+__device__ unsigned char* aligned_smem(unsigned char* smem) {
+    const unsigned address = __cvta_generic_to_shared(smem);
+    return smem + (SMEM_ALIGN - address % SMEM_ALIGN) % SMEM_ALIGN;
 }
 
 // cp.async: a 16-byte global -> shared copy that does not pass through registers or block the thread.
@@ -248,8 +259,8 @@ template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS, 1)
 flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                 T* __restrict__ o, int seq_len, int n_heads, float softmax_scale) {
-    extern __shared__ __align__(1024) unsigned char smem[];
-    T* q_smem = reinterpret_cast<T*>(smem);
+    extern __shared__ __align__(16) unsigned char smem[];
+    T* q_smem = reinterpret_cast<T*>(aligned_smem(smem));
     T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;          // STAGES tiles
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
 
