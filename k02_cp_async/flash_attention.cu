@@ -8,7 +8,7 @@
 // Left for later: ldmatrix (3), a swizzled layout (4), the next tile's copy under this tile's math (5).
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
-// Tensors are (batch, seq_len, n_heads, HEAD_DIM), contiguous.
+// q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads, HEAD_DIM).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -167,8 +167,8 @@ __device__ void load_b_frags_transposed(unsigned (&frag)[2][2], const T* tile, i
 
 template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS)
-flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                T* __restrict__ o, int seq_len, int n_heads, float softmax_scale) {
+flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
+                int seq_len_q, int seq_len_k, int n_heads, int n_kv_heads, float softmax_scale) {
     extern __shared__ __align__(16) unsigned char smem[];
     T* q_smem = reinterpret_cast<T*>(smem);
     T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;
@@ -177,15 +177,22 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;
     const int warp_row0 = warp * WARP_Q;  // this warp's first row inside the block's tiles
-    const int row_stride = n_heads * HEAD_DIM;
-    const long long head_offset = ((long long)blockIdx.z * seq_len * n_heads + blockIdx.y) * HEAD_DIM;
-    const T* q_head = q + head_offset;
-    const T* k_head = k + head_offset;
-    const T* v_head = v + head_offset;
-    T* o_head = o + head_offset;
+    // Grouped heads (GQA, or MQA with one K/V head): n_heads / n_kv_heads query heads in a row share one
+    // K/V head. Only the K and V pointers see it.
+    const int head = blockIdx.y, kv_head = head / (n_heads / n_kv_heads);
+    const int q_stride = n_heads * HEAD_DIM, kv_stride = n_kv_heads * HEAD_DIM;  // from one row to the next
+    const long long q_offset = ((long long)blockIdx.z * seq_len_q * n_heads + head) * HEAD_DIM;
+    const long long kv_offset = ((long long)blockIdx.z * seq_len_k * n_kv_heads + kv_head) * HEAD_DIM;
+    const T* q_head = q + q_offset;
+    const T* k_head = k + kv_offset;
+    const T* v_head = v + kv_offset;
+    T* o_head = o + q_offset;
+    // Causal is aligned bottom-right, as for queries against a KV cache: the queries are the last seq_len_q
+    // of seq_len_k positions, so query i sees keys 0 ... i + causal_offset (>= 0 when causal: the caller checks).
+    const int causal_offset = seq_len_k - seq_len_q;
 
     // Q is read once: through shared memory into registers, where it stays for the whole loop.
-    load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len, row_stride);
+    load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len_q, q_stride);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -201,14 +208,16 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
     float row_sum[2] = {0.0f, 0.0f};
 
-    // Causal: tiles wholly above the diagonal are skipped. Tile 0 always holds key 0, visible to every
-    // query, so each row's max is finite from the first tile on and exp() never sees inf - inf.
-    const int n_tiles = (min(seq_len, CAUSAL ? q0 + BLOCK_Q : seq_len) + BLOCK_KV - 1) / BLOCK_KV;
+    // Causal: tiles wholly above the diagonal are skipped (the block's last query sees up to key
+    // q0 + BLOCK_Q - 1 + causal_offset). Tile 0 always holds key 0, visible to every query, so each row's
+    // max is finite from the first tile on and exp() never sees inf - inf.
+    const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
+    const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int kv0 = tile * BLOCK_KV;
-        load_tile<BLOCK_KV>(k_smem, k_head, kv0, seq_len, row_stride);
+        load_tile<BLOCK_KV>(k_smem, k_head, kv0, seq_len_k, kv_stride);
         cp_async_commit();
-        load_tile<BLOCK_KV>(v_smem, v_head, kv0, seq_len, row_stride);
+        load_tile<BLOCK_KV>(v_smem, v_head, kv0, seq_len_k, kv_stride);
         cp_async_commit();
         cp_async_wait<1>();  // K has landed; V may still be in flight while S and the softmax run
         __syncthreads();
@@ -226,15 +235,15 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
             }
         }
 
-        // Keys past the end, and keys after the query when causal, get no weight.
-        if (kv0 + BLOCK_KV > seq_len || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0)) {
+        // Keys past the end, and keys past the query's diagonal when causal, get no weight.
+        if (kv0 + BLOCK_KV > seq_len_k || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0 + causal_offset)) {
 #pragma unroll
             for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     const int key = kv0 + mma_n * MMA_N + 2 * t + i % 2;
                     const int query = q0 + warp_row0 + g + 8 * (i / 2);
-                    if (key >= seq_len || (CAUSAL && key > query)) s_acc[mma_n][i] = -CUDART_INF_F;
+                    if (key >= seq_len_k || (CAUSAL && key > query + causal_offset)) s_acc[mma_n][i] = -CUDART_INF_F;
                 }
             }
         }
@@ -317,8 +326,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         const int chunk = step * 32 + lane;
         const int row = warp_row0 + chunk / CHUNKS_PER_ROW;
         const int col = chunk % CHUNKS_PER_ROW * CHUNK;
-        if (q0 + row < seq_len) {
-            *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * row_stride + col]) =
+        if (q0 + row < seq_len_q) {
+            *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * q_stride + col]) =
                 *reinterpret_cast<const uint4*>(&q_smem[smem_index(row, col)]);
         }
     }
