@@ -1,6 +1,8 @@
 """What the ladder is measured against: torch's attention (SDPA backends) and an exact attention.
 
-Everything here takes the chapters' layout, (batch, seq_len, n_heads, head_dim).
+Everything here takes the chapters' layout: q (batch, seq_len_q, n_heads, head_dim), k and v (batch,
+seq_len_k, n_kv_heads, head_dim) with n_kv_heads dividing n_heads. Causal attention is aligned bottom-right
+(query i sees keys j <= i + seq_len_k - seq_len_q), as with queries against a KV cache.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
 
 # Torch's SDPA backends shown on the ladder; the first is the reference the percentages are of.
 SDPA_BACKENDS: dict[str, SDPBackend | None] = {
@@ -27,13 +30,22 @@ FLOAT64_LIMIT = 8192 * 8192
 def sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, backend: SDPBackend | None = None
 ) -> torch.Tensor:
-    """torch.nn.functional.scaled_dot_product_attention in our layout, on one backend or torch's choice."""
+    """torch.nn.functional.scaled_dot_product_attention in our layout, on one backend or torch's choice.
+
+    Fewer K/V heads go through torch's own GQA (enable_gqa). torch's is_causal=True is aligned top-left, so
+    causal with two different lengths takes a lower-right causal mask, which torch dispatches itself.
+    """
+    options: dict[str, object] = {"enable_gqa": k.shape[2] != q.shape[2]}
+    if causal and q.shape[1] != k.shape[1]:
+        options["attn_mask"] = causal_lower_right(q.shape[1], k.shape[1])
+    else:
+        options["is_causal"] = causal
     q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # views: SDPA wants (batch, heads, seq, dim)
     if backend is None:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        out = F.scaled_dot_product_attention(q, k, v, **options)
     else:
         with sdpa_kernel(backend):
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            out = F.scaled_dot_product_attention(q, k, v, **options)
     return out.transpose(1, 2)
 
 
@@ -46,37 +58,60 @@ def sdpa_function(backend: SDPBackend | None) -> Callable[..., torch.Tensor]:
     return attention
 
 
-def sdpa_available(backend: SDPBackend | None, q: torch.Tensor, *, causal: bool) -> bool:
-    """Whether this backend runs on these inputs (each backend has its own dtype/arch limits)."""
+def sdpa_available(backend: SDPBackend | None, q: torch.Tensor, k: torch.Tensor | None = None, *, causal: bool) -> bool:
+    """Whether this backend runs on inputs like q and k (each backend has its own dtype, arch and GQA limits).
+
+    Tried on a slice of at most 16 queries that keeps the heads and the difference of the two lengths.
+    """
+    k = q if k is None else k
+    rows_q = min(q.shape[1], 16)
+    rows_k = max(1, rows_q + k.shape[1] - q.shape[1])
     try:
-        sdpa(q[:1, :16], q[:1, :16], q[:1, :16], causal=causal, backend=backend)
+        sdpa(q[:1, :rows_q], k[:1, :rows_k], k[:1, :rows_k], causal=causal, backend=backend)
         return True
-    except RuntimeError:
+    except (RuntimeError, ValueError):
         return False
+
+
+def kv_group_size(n_heads: int, n_kv_heads: int) -> int:
+    """How many query heads share one K/V head; a ValueError where n_kv_heads does not divide n_heads."""
+    if n_kv_heads < 1 or n_heads % n_kv_heads != 0:
+        raise ValueError(f"n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads})")
+    return n_heads // n_kv_heads
+
+
+def causal_mask(seq_len_q: int, seq_len_k: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(seq_len_q, seq_len_k), True where query i may not see key j: j > i + seq_len_k - seq_len_q."""
+    if seq_len_q > seq_len_k:
+        raise ValueError(f"causal attention needs seq_len_q <= seq_len_k, got {seq_len_q} and {seq_len_k}")
+    return torch.ones(seq_len_q, seq_len_k, dtype=torch.bool, device=device).triu(1 + seq_len_k - seq_len_q)
 
 
 def exact_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False) -> torch.Tensor:
     """Attention computed in float64 (float32 for very long sequences), a few heads at a time.
 
-    Returns float32 in our layout. This is the ground truth every error on the ladder is measured against.
+    Query head h reads K/V head h // (n_heads // n_kv_heads). Returns float32 in our layout. This is the
+    ground truth every error on the ladder is measured against.
     """
-    batch, seq_len, n_heads, head_dim = q.shape
-    precision = torch.float64 if seq_len * seq_len <= FLOAT64_LIMIT else torch.float32
-    # Bound the (heads, seq, seq) score tensor to about 1 GiB.
-    heads_per_step = max(1, (1 << 30) // (seq_len * seq_len * (8 if precision == torch.float64 else 4)))
+    batch, seq_len_q, n_heads, head_dim = q.shape
+    seq_len_k = k.shape[1]
+    group = kv_group_size(n_heads, k.shape[2])
+    scores_per_head = seq_len_q * seq_len_k
+    precision = torch.float64 if scores_per_head <= FLOAT64_LIMIT else torch.float32
+    # Bound the (heads, seq_len_q, seq_len_k) score tensor to about 1 GiB.
+    heads_per_step = max(1, (1 << 30) // (scores_per_head * (8 if precision == torch.float64 else 4)))
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
-    mask = None
-    if causal:
-        mask = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).triu(1)
+    mask = causal_mask(seq_len_q, seq_len_k, q.device) if causal else None
     scale = 1.0 / math.sqrt(head_dim)
     for b in range(batch):
         for h0 in range(0, n_heads, heads_per_step):
-            heads = slice(h0, h0 + heads_per_step)
-            qh, kh, vh = (x[b, :, heads].transpose(0, 1).to(precision) for x in (q, k, v))
+            heads = torch.arange(h0, min(h0 + heads_per_step, n_heads), device=q.device)
+            qh = q[b][:, heads].transpose(0, 1).to(precision)
+            kh, vh = (x[b][:, heads // group].transpose(0, 1).to(precision) for x in (k, v))
             scores = (qh @ kh.transpose(1, 2)) * scale
             if mask is not None:
                 scores.masked_fill_(mask, -math.inf)
-            out[b, :, heads] = (torch.softmax(scores, dim=-1) @ vh).transpose(0, 1).float()
+            out[b][:, heads] = (torch.softmax(scores, dim=-1) @ vh).transpose(0, 1).float()
     return out
 
 
@@ -101,7 +136,14 @@ def attention_error(out: torch.Tensor, exact: torch.Tensor) -> AttentionError:
     return AttentionError(diff.abs().max().item(), (diff.norm() / exact.norm()).item())
 
 
-def attention_flops(batch: int, seq_len: int, n_heads: int, head_dim: int, *, causal: bool = False) -> float:
-    """Matrix FLOPs of the forward pass: two products of 2·S·S·D each per head; causal does half."""
-    flops = 4.0 * batch * n_heads * seq_len * seq_len * head_dim
-    return flops / 2 if causal else flops
+def attention_flops(
+    batch: int, seq_len_q: int, n_heads: int, head_dim: int, *, seq_len_k: int | None = None, causal: bool = False
+) -> float:
+    """Matrix FLOPs of the forward pass: S = Q Kᵀ and O = P V, each 2·head_dim per (query, key) pair.
+
+    Causal counts Lq·Lk − Lq²/2 pairs: those below the bottom-right diagonal, the diagonal itself counted
+    half (so a square is the usual half). seq_len_k defaults to seq_len_q.
+    """
+    seq_len_k = seq_len_q if seq_len_k is None else seq_len_k
+    pairs = seq_len_q * seq_len_k - (seq_len_q * seq_len_q / 2 if causal else 0)
+    return 4.0 * batch * n_heads * head_dim * pairs

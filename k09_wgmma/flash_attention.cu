@@ -1,16 +1,19 @@
 // Chapter 9: Hopper's warpgroup matrix multiply (wgmma).
 //
-// mma.sync is the Ampere instruction: one warp, a (16, 8) tile, both operands first moved from shared
-// memory into registers with ldmatrix. On Hopper it runs at well under the tensor cores' rate. wgmma is
-// the instruction they were built for: the four warps of a warpgroup issue one (64, 128) x (128, 16)
-// product together, it reads B (K, V) and optionally A (Q) straight from shared memory through a
-// 64-bit descriptor, and it runs asynchronously until a wait. So the ldmatrix loads disappear, and each
-// warpgroup's S and O tiles are eight instructions each. The hardware reads shared memory in its own
-// swizzled layout, 64-column planes with 128-byte rows, so the tile layout changes to that. wgmma exists
-// on sm_90a only: this chapter runs on Hopper GPUs alone. This is the only change from kernel 8.
+// mma.sync is Ampere's instruction: one warp, a (16, 8) tile, both operands first moved from shared
+// memory into registers with ldmatrix; on Hopper it cannot keep the tensor cores busy. wgmma is the
+// instruction they were built for: the four warps of a warpgroup issue one (64, 16) x (16, 128) product
+// together, it reads B (K, V) and optionally A (Q) straight from shared memory through a 64-bit
+// descriptor, and it runs asynchronously until a wait. It reads shared memory in its own swizzled
+// layout, 64-column planes of 128-byte rows, so the tiles take that layout.
+// In the diff: wgmma wrappers for mma_m16n8k16 and ldmatrix, descriptors for the fragment loads, Q kept
+// in shared memory, and the planes in smem_index(). The softmax is kernel 8's, unchanged.
+// wgmma exists on sm_90a alone: this chapter runs on Hopper GPUs only.
+// Left for later (docs/not_on_the_ladder.md): TMA copies, warp specialization, softmax under the wgmmas.
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,
-// each warp 16. Tensors are (batch, seq_len, n_heads, HEAD_DIM), contiguous.
+// each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads,
+// HEAD_DIM).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -21,21 +24,21 @@ constexpr int BLOCK_Q = 128;   // query rows per block
 constexpr int BLOCK_KV = 128;  // key/value rows per step of the main loop
 constexpr int N_WARPS = 8;
 constexpr int N_THREADS = N_WARPS * 32;
+constexpr int MMA_M = 16;  // mma.sync.m16n8k16's tile: per warp, wgmma's fragments keep its layout
+constexpr int MMA_N = 8;
+constexpr int MMA_K = 16;
 constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16: the rows of a warp's slice of its warpgroup's tile
 constexpr int GROUP_Q = 4 * WARP_Q;        // 64: the rows of one warpgroup, the M of every wgmma
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
+constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 constexpr int PLANE = 64;                  // columns in one plane of a tile: 128 bytes per row
+static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
 // ---------------------------------------------------------------------------------------------------
 // Element-type helpers: the wgmma instruction and the fp32 -> 16-bit conversion differ by type.
 // ---------------------------------------------------------------------------------------------------
-
-template <typename T>
-constexpr bool IS_BF16 = false;
-template <>
-constexpr bool IS_BF16<__nv_bfloat16> = true;
 
 // The 64 fp32 accumulators of one thread in a (64, 128) wgmma tile, as asm operands. Their layout is
 // mma.sync's: in n-tile n (columns 8n ... 8n + 7) a lane holds rows g, g + 8 of its warp's 16 rows and
@@ -55,37 +58,48 @@ constexpr bool IS_BF16<__nv_bfloat16> = true;
 // together; it only starts the work: the result is there after wgmma_wait. K-major B: B is stored (n, k),
 // as K is (key, dim). When accumulate is 0, D is overwritten, so D needs no zeroing first.
 template <typename T>
-__device__ void wgmma_smem_smem(float (&d)[16][4], unsigned long long a_desc, unsigned long long b_desc, int accumulate) {
-    if constexpr (IS_BF16<T>) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACCUMULATORS ", %64, %65, p, 1, 1, 0, 0;\n}"
-                     : ACCUMULATOR_OPERANDS(d)
-                     : "l"(a_desc), "l"(b_desc), "r"(accumulate));
-    } else {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACCUMULATORS ", %64, %65, p, 1, 1, 0, 0;\n}"
-                     : ACCUMULATOR_OPERANDS(d)
-                     : "l"(a_desc), "l"(b_desc), "r"(accumulate));
-    }
+__device__ void wgmma_smem_smem(float (&d)[16][4], unsigned long long a_desc, unsigned long long b_desc,
+                                int accumulate);
+
+template <>
+__device__ void wgmma_smem_smem<__nv_bfloat16>(float (&d)[16][4], unsigned long long a_desc, unsigned long long b_desc,
+                                               int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACCUMULATORS ", %64, %65, p, 1, 1, 0, 0;\n}"
+                 : ACCUMULATOR_OPERANDS(d)
+                 : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+}
+
+template <>
+__device__ void wgmma_smem_smem<__half>(float (&d)[16][4], unsigned long long a_desc, unsigned long long b_desc,
+                                        int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACCUMULATORS ", %64, %65, p, 1, 1, 0, 0;\n}"
+                 : ACCUMULATOR_OPERANDS(d)
+                 : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 }
 
 // D += A * B for one (64, 16) x (16, 128) step, A in registers (the mma.sync A-fragment layout, per warp)
 // and B in shared memory stored (k, n), as V is (key, dim): the final 1 tells the hardware to transpose.
 template <typename T>
-__device__ void wgmma_regs_smem(float (&d)[16][4], const unsigned (&a)[4], unsigned long long b_desc) {
-    if constexpr (IS_BF16<T>) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACCUMULATORS
-                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
-                     : ACCUMULATOR_OPERANDS(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
-    } else {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACCUMULATORS
-                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
-                     : ACCUMULATOR_OPERANDS(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
-    }
+__device__ void wgmma_regs_smem(float (&d)[16][4], const unsigned (&a)[4], unsigned long long b_desc);
+
+template <>
+__device__ void wgmma_regs_smem<__nv_bfloat16>(float (&d)[16][4], const unsigned (&a)[4], unsigned long long b_desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACCUMULATORS
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
+                 : ACCUMULATOR_OPERANDS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+}
+
+template <>
+__device__ void wgmma_regs_smem<__half>(float (&d)[16][4], const unsigned (&a)[4], unsigned long long b_desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACCUMULATORS
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
+                 : ACCUMULATOR_OPERANDS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
 }
 
 // Registers written by ordinary instructions must be fenced before a wgmma reads them.
@@ -106,21 +120,16 @@ __device__ void wgmma_wait() {
 // The compiler sees a wgmma's registers used when it is issued, not when it runs. An empty asm that
 // "rewrites" each of them pins the code around it: nothing that reads or writes them moves across. Pinned
 // before wgmma_fence, every ordinary access to them comes before the fence; after wgmma_wait, after it.
-template <int N>
-__device__ void pin_registers(float (&d)[N][4]) {
+// One helper for the fp32 accumulators and the packed P pairs alike: each register is handed over as an
+// fp32 operand, whose bits an empty asm leaves as they are. (As integer operands, the accumulators would
+// need moves between wgmmas, and ptxas would serialize them.)
+template <typename R, int N>
+__device__ void pin_registers(R (&regs)[N][4]) {
+    static_assert(sizeof(R) == 4, "one 32-bit register per element");
 #pragma unroll
     for (int n = 0; n < N; ++n) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(d[n][i])::"memory");
-    }
-}
-
-template <int N>
-__device__ void pin_registers(unsigned (&a)[N][4]) {
-#pragma unroll
-    for (int n = 0; n < N; ++n) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[n][i])::"memory");
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(reinterpret_cast<float&>(regs[n][i]))::"memory");
     }
 }
 
@@ -156,9 +165,19 @@ __device__ unsigned pack_floats<__half>(float lo, float hi) {
 // Chunk c of a plane's row r is stored at chunk c ^ (r % 8): the XOR of kernel 4, within 128-byte rows.
 // Every access here stays inside one 16-byte chunk, so permuting whole chunks is invisible to the code
 // that reads and writes them. Rows r and r + 8 share their pattern: a plane is made of (8-row, 1 KB)
-// swizzle atoms, which must be 1 KB aligned.
+// swizzle atoms, which must be 1 KB aligned (aligned_smem).
 __device__ int smem_index(int row, int col) {
     return col / PLANE * BLOCK_KV * PLANE + row * PLANE + ((col % PLANE / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
+}
+
+// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
+// more than the tiles take). wgmma applies its swizzle to absolute shared-memory addresses, in 1 KB atoms
+// that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
+// __align__ on an extern array does not promise where a block's dynamic shared memory begins, so the
+// kernel rounds it up itself.
+__device__ unsigned char* aligned_smem(unsigned char* smem) {
+    const unsigned address = __cvta_generic_to_shared(smem);
+    return smem + (SMEM_ALIGN - address % SMEM_ALIGN) % SMEM_ALIGN;
 }
 
 // cp.async: a 16-byte global -> shared copy that does not pass through registers or block the thread.
@@ -239,10 +258,10 @@ __device__ unsigned long long smem_descriptor(const T* tile, int row0, int col0)
 
 template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS, 1)
-flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                T* __restrict__ o, int seq_len, int n_heads, float softmax_scale) {
-    extern __shared__ __align__(1024) unsigned char smem[];
-    T* q_smem = reinterpret_cast<T*>(smem);
+flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
+                int seq_len_q, int seq_len_k, int n_heads, int n_kv_heads, float softmax_scale) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    T* q_smem = reinterpret_cast<T*>(aligned_smem(smem));
     T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;          // STAGES tiles
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
 
@@ -250,30 +269,39 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     const int q0 = blockIdx.x * BLOCK_Q;
     const int warp_row0 = warp * WARP_Q;             // this warp's first row inside the block's tiles
     const int group_row0 = warp / 4 * GROUP_Q;       // and its warpgroup's
-    const int row_stride = n_heads * HEAD_DIM;
-    const long long head_offset = ((long long)blockIdx.z * seq_len * n_heads + blockIdx.y) * HEAD_DIM;
-    const T* q_head = q + head_offset;
-    const T* k_head = k + head_offset;
-    const T* v_head = v + head_offset;
-    T* o_head = o + head_offset;
+    // Grouped heads (GQA, or MQA with one K/V head): n_heads / n_kv_heads query heads in a row share one
+    // K/V head. Only the K and V pointers see it.
+    const int head = blockIdx.y, kv_head = head / (n_heads / n_kv_heads);
+    const int q_stride = n_heads * HEAD_DIM, kv_stride = n_kv_heads * HEAD_DIM;  // from one row to the next
+    const long long q_offset = ((long long)blockIdx.z * seq_len_q * n_heads + head) * HEAD_DIM;
+    const long long kv_offset = ((long long)blockIdx.z * seq_len_k * n_kv_heads + kv_head) * HEAD_DIM;
+    const T* q_head = q + q_offset;
+    const T* k_head = k + kv_offset;
+    const T* v_head = v + kv_offset;
+    T* o_head = o + q_offset;
+    // Causal is aligned bottom-right, as for queries against a KV cache: the queries are the last seq_len_q
+    // of seq_len_k positions, so query i sees keys 0 ... i + causal_offset (>= 0 when causal: the caller checks).
+    const int causal_offset = seq_len_k - seq_len_q;
 
-    // Causal: tiles wholly above the diagonal are skipped. Tile 0 always holds key 0, visible to every
-    // query, so each row's max is finite from the first tile on and exp() never sees inf - inf.
-    const int n_tiles = (min(seq_len, CAUSAL ? q0 + BLOCK_Q : seq_len) + BLOCK_KV - 1) / BLOCK_KV;
+    // Causal: tiles wholly above the diagonal are skipped (the block's last query sees up to key
+    // q0 + BLOCK_Q - 1 + causal_offset). Tile 0 always holds key 0, visible to every query, so each row's
+    // max is finite from the first tile on and exp() never sees inf - inf.
+    const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
+    const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
 
     // Q stays in shared memory, where every tile's wgmma reads it. Tile 0's K and V start copying behind
     // it; the first wait of the loop waits for all three.
-    load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len, row_stride);
+    load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len_q, q_stride);
     cp_async_commit();
-    load_tile<BLOCK_KV>(k_smem, k_head, 0, seq_len, row_stride);
+    load_tile<BLOCK_KV>(k_smem, k_head, 0, seq_len_k, kv_stride);
     cp_async_commit();
-    load_tile<BLOCK_KV>(v_smem, v_head, 0, seq_len, row_stride);
+    load_tile<BLOCK_KV>(v_smem, v_head, 0, seq_len_k, kv_stride);
     cp_async_commit();
 
     // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
     // the running max (in base-2 units: times scale * log2(e)) and this thread's part of the running sum.
     const float scale_log2 = softmax_scale * 1.4426950408889634f;
-    float o_acc[HEAD_DIM / 8][4] = {};
+    float o_acc[HEAD_DIM / MMA_N][4] = {};
     float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
     float row_sum[2] = {0.0f, 0.0f};
 
@@ -291,32 +319,32 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         // Publishes them to all warps, and tells that every warp is done with tile - 1, whose stage the
         // copies below refill. The only barrier of the loop.
         __syncthreads();
-        if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_k_tile, k_head, kv0 + BLOCK_KV, seq_len, row_stride);
+        if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_k_tile, k_head, kv0 + BLOCK_KV, seq_len_k, kv_stride);
         cp_async_commit();  // on the last tile an empty group: harmless, the wait at the top waits for all
-        if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_v_tile, v_head, kv0 + BLOCK_KV, seq_len, row_stride);
+        if (tile + 1 < n_tiles) load_tile<BLOCK_KV>(next_v_tile, v_head, kv0 + BLOCK_KV, seq_len_k, kv_stride);
         cp_async_commit();
 
         // S = Q K^T for this warpgroup's 64 rows x BLOCK_KV keys: one wgmma per 16 columns of HEAD_DIM.
-        float s_acc[BLOCK_KV / 8][4];
+        float s_acc[BLOCK_KV / MMA_N][4];
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
-            wgmma_smem_smem<T>(s_acc, smem_descriptor(q_smem, group_row0, kk * 16), smem_descriptor(k_tile, 0, kk * 16),
-                               kk > 0);
+        for (int mma_d = 0; mma_d < HEAD_DIM / MMA_K; ++mma_d) {
+            wgmma_smem_smem<T>(s_acc, smem_descriptor(q_smem, group_row0, mma_d * MMA_K),
+                               smem_descriptor(k_tile, 0, mma_d * MMA_K), mma_d > 0);
         }
         wgmma_commit();
         wgmma_wait<0>();
         pin_registers(s_acc);
 
-        // Keys past the end, and keys after the query when causal, get no weight.
-        if (kv0 + BLOCK_KV > seq_len || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0)) {
+        // Keys past the end, and keys past the query's diagonal when causal, get no weight.
+        if (kv0 + BLOCK_KV > seq_len_k || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0 + causal_offset)) {
 #pragma unroll
-            for (int n = 0; n < BLOCK_KV / 8; ++n) {
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
-                    const int key = kv0 + n * 8 + 2 * t + i % 2;
+                    const int key = kv0 + mma_n * MMA_N + 2 * t + i % 2;
                     const int query = q0 + warp_row0 + g + 8 * (i / 2);
-                    if (key >= seq_len || (CAUSAL && key > query)) s_acc[n][i] = -CUDART_INF_F;
+                    if (key >= seq_len_k || (CAUSAL && key > query + causal_offset)) s_acc[mma_n][i] = -CUDART_INF_F;
                 }
             }
         }
@@ -326,8 +354,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         for (int h = 0; h < 2; ++h) {
             float tile_max = -CUDART_INF_F;
 #pragma unroll
-            for (int n = 0; n < BLOCK_KV / 8; ++n) {
-                tile_max = fmaxf(tile_max, fmaxf(s_acc[n][2 * h], s_acc[n][2 * h + 1]));
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
+                tile_max = fmaxf(tile_max, fmaxf(s_acc[mma_n][2 * h], s_acc[mma_n][2 * h + 1]));
             }
             // The 4 lanes t = 0..3 of a group hold one row between them.
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 1));
@@ -337,29 +365,29 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
             row_max[h] = new_max;
             row_sum[h] *= rescale;
 #pragma unroll
-            for (int n = 0; n < HEAD_DIM / 8; ++n) {
-                o_acc[n][2 * h] *= rescale;
-                o_acc[n][2 * h + 1] *= rescale;
+            for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
+                o_acc[mma_n][2 * h] *= rescale;
+                o_acc[mma_n][2 * h + 1] *= rescale;
             }
 #pragma unroll
-            for (int n = 0; n < BLOCK_KV / 8; ++n) {
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 2 * h; i < 2 * h + 2; ++i) {
-                    s_acc[n][i] = fast_exp2(fmaf(s_acc[n][i], scale_log2, -new_max));
-                    row_sum[h] += s_acc[n][i];
+                    s_acc[mma_n][i] = fast_exp2(fmaf(s_acc[mma_n][i], scale_log2, -new_max));
+                    row_sum[h] += s_acc[mma_n][i];
                 }
             }
         }
 
-        // P to 16 bits. The accumulators of n-tiles 2kk and 2kk + 1 are exactly the A fragment of
-        // key block kk, so P never leaves the registers.
-        unsigned p_frag[BLOCK_KV / 16][4];
+        // P to 16 bits. The accumulators of n-tiles 2 mma_kv and 2 mma_kv + 1 are exactly the A fragment
+        // of key block mma_kv, so P never leaves the registers.
+        unsigned p_frag[BLOCK_KV / MMA_K][4];
 #pragma unroll
-        for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-            p_frag[kk][0] = pack_floats<T>(s_acc[2 * kk][0], s_acc[2 * kk][1]);
-            p_frag[kk][1] = pack_floats<T>(s_acc[2 * kk][2], s_acc[2 * kk][3]);
-            p_frag[kk][2] = pack_floats<T>(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]);
-            p_frag[kk][3] = pack_floats<T>(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3]);
+        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
+            p_frag[mma_kv][0] = pack_floats<T>(s_acc[2 * mma_kv][0], s_acc[2 * mma_kv][1]);
+            p_frag[mma_kv][1] = pack_floats<T>(s_acc[2 * mma_kv][2], s_acc[2 * mma_kv][3]);
+            p_frag[mma_kv][2] = pack_floats<T>(s_acc[2 * mma_kv + 1][0], s_acc[2 * mma_kv + 1][1]);
+            p_frag[mma_kv][3] = pack_floats<T>(s_acc[2 * mma_kv + 1][2], s_acc[2 * mma_kv + 1][3]);
         }
 
         // O += P V: one wgmma per 16 keys. It must finish before the barrier that lets this V stage refill.
@@ -367,8 +395,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         pin_registers(p_frag);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-            wgmma_regs_smem<T>(o_acc, p_frag[kk], smem_descriptor(v_tile, kk * 16, 0));
+        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
+            wgmma_regs_smem<T>(o_acc, p_frag[mma_kv], smem_descriptor(v_tile, mma_kv * MMA_K, 0));
         }
         wgmma_commit();
         wgmma_wait<0>();
@@ -385,9 +413,10 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 2);
         const float inverse_sum = 1.0f / row_sum[h];
 #pragma unroll
-        for (int n = 0; n < HEAD_DIM / 8; ++n) {
-            const unsigned pair = pack_floats<T>(o_acc[n][2 * h] * inverse_sum, o_acc[n][2 * h + 1] * inverse_sum);
-            *reinterpret_cast<unsigned*>(&q_smem[smem_index(warp_row0 + g + 8 * h, n * 8 + 2 * t)]) = pair;
+        for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
+            const unsigned pair =
+                pack_floats<T>(o_acc[mma_n][2 * h] * inverse_sum, o_acc[mma_n][2 * h + 1] * inverse_sum);
+            *reinterpret_cast<unsigned*>(&q_smem[smem_index(warp_row0 + g + 8 * h, mma_n * MMA_N + 2 * t)]) = pair;
         }
     }
     __syncwarp();
@@ -397,8 +426,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         const int chunk = step * 32 + lane;
         const int row = warp_row0 + chunk / CHUNKS_PER_ROW;
         const int col = chunk % CHUNKS_PER_ROW * CHUNK;
-        if (q0 + row < seq_len) {
-            *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * row_stride + col]) =
+        if (q0 + row < seq_len_q) {
+            *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * q_stride + col]) =
                 *reinterpret_cast<const uint4*>(&q_smem[smem_index(row, col)]);
         }
     }

@@ -129,7 +129,8 @@ def compile_nvcc(source: Path, arch: str) -> Cubin:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise BuildError("nvcc is not on PATH; install the CUDA toolkit")
-    params = "(const {t}*, const {t}*, const {t}*, {t}*, int, int, float)"
+    # (q, k, v, o, seq_len_q, seq_len_k, n_heads, n_kv_heads, softmax_scale)
+    params = "(const {t}*, const {t}*, const {t}*, {t}*, int, int, int, int, float)"
     lines = [f'#include "{source.resolve()}"']
     for instance in ALL_INSTANCES:
         element_type = re.search(r"<(\w+),", instance).group(1)

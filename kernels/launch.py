@@ -20,11 +20,16 @@ class KernelError(RuntimeError):
     """A chapter's kernel failed to compile, load or launch; the message names the chapter."""
 
 
-def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def check_inputs(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False
+) -> tuple[torch.Tensor, ...]:
     """Raise a TypeError/ValueError naming the problem, or return q, k, v in a layout the kernels read.
 
-    The kernels read (batch, seq_len, n_heads, 128) tensors that are contiguous and 16-byte aligned.
-    Any other strides (a transposed view, a slice of a fused QKV tensor) are copied into that layout.
+    q is (batch, seq_len_q, n_heads, 128); k and v are (batch, seq_len_k, n_kv_heads, 128), n_kv_heads
+    dividing n_heads (grouped-query attention; 1 is multi-query). Causal attention is aligned bottom-right,
+    the queries being the last seq_len_q of seq_len_k positions, so it needs seq_len_q <= seq_len_k.
+    The kernels read contiguous, 16-byte aligned tensors; any other strides (a transposed view, a slice of a
+    fused QKV tensor) are copied into that layout.
     """
     tensors = {"q": q, "k": k, "v": v}
     for name, tensor in tensors.items():
@@ -40,15 +45,27 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[tor
             raise ValueError(
                 f"{name} must have 4 dimensions (batch, seq_len, n_heads, head_dim), got shape {tuple(tensor.shape)}"
             )
-    if not q.shape == k.shape == v.shape:
+    for name, tensor in tensors.items():
+        if tensor.shape[-1] != HEAD_DIM:
+            raise ValueError(f"head_dim must be {HEAD_DIM}, got {tensor.shape[-1]} in {name}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    batch, seq_len_q, n_heads, _ = q.shape
+    _, seq_len_k, n_kv_heads, _ = k.shape
+    if k.shape[0] != batch:
+        raise ValueError(f"q and k, v must have the same batch size, got {batch} and {k.shape[0]}")
+    if q.numel() == 0 or k.numel() == 0:
+        raise ValueError(f"inputs are empty: q has shape {tuple(q.shape)}, k and v {tuple(k.shape)}")
+    if n_heads % n_kv_heads != 0:
         raise ValueError(
-            f"q, k and v must have the same shape, got {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
+            f"n_heads of q ({n_heads}) must be a multiple of n_kv_heads of k and v ({n_kv_heads}): "
+            "each K/V head serves a whole group of query heads"
         )
-    batch, seq_len, n_heads, head_dim = q.shape
-    if head_dim != HEAD_DIM:
-        raise ValueError(f"head_dim must be {HEAD_DIM}, got {head_dim}")
-    if q.numel() == 0:
-        raise ValueError(f"inputs are empty: shape {tuple(q.shape)} has a zero dimension")
+    if causal and seq_len_q > seq_len_k:
+        raise ValueError(
+            f"causal attention needs seq_len_q <= seq_len_k (the queries are the last seq_len_q positions), "
+            f"got seq_len_q {seq_len_q} and seq_len_k {seq_len_k}"
+        )
     if n_heads > MAX_GRID_YZ or batch > MAX_GRID_YZ:
         raise ValueError(f"batch and n_heads must each be at most {MAX_GRID_YZ}, got {batch} and {n_heads}")
     for name, tensor in tensors.items():
@@ -134,19 +151,19 @@ class AttentionKernel:
         causal: bool = False,
         out: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """softmax(q kᵀ / √128) v, causal or not; written into ``out`` when given."""
-        q, k, v = check_inputs(q, k, v)
+        """softmax(q kᵀ / √128) v, causal (bottom-right) or not; written into ``out`` when given."""
+        q, k, v = check_inputs(q, k, v, causal=causal)
         if out is None:
             out = torch.empty_like(q)
         else:
             check_output(out, q)
-        batch, seq_len, n_heads, head_dim = q.shape
+        batch, seq_len_q, n_heads, head_dim = q.shape
+        _, seq_len_k, n_kv_heads, _ = k.shape
         kernel = self._kernel(q.device.index, q.dtype, bool(causal))
-        grid = (math.ceil(seq_len / self.block_q), n_heads, batch)
+        grid = (math.ceil(seq_len_q / self.block_q), n_heads, batch)
         args = (
             *(np.uint64(tensor.data_ptr()) for tensor in (q, k, v, out)),
-            np.int32(seq_len),
-            np.int32(n_heads),
+            *(np.int32(n) for n in (seq_len_q, seq_len_k, n_heads, n_kv_heads)),
             np.float32(1.0 / math.sqrt(head_dim)),
         )
         import cupy

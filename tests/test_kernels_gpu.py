@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from kernels import DTYPES
+from kernels import DTYPES, AttentionKernel, KernelError
 from kernels.launch import gpu_arch
 from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
 from tests.conftest import requires_gpu
@@ -23,16 +23,18 @@ def chapter_runs_on_this_gpu(request):
             pytest.skip(str(error))
 
 
-def random_qkv(batch, seq_len, heads, dtype, *, scale=1.0, seed=0):
+def random_qkv(batch, seq_len, heads, dtype, *, scale=1.0, seed=0, seq_len_k=None, kv_heads=None):
+    """q of (batch, seq_len, heads, 128); k and v of seq_len_k rows and kv_heads heads (default: q's)."""
     generator = torch.Generator(device="cuda").manual_seed(seed)
-    shape = (batch, seq_len, heads, 128)
-    return [scale * torch.randn(shape, device="cuda", generator=generator).to(dtype) for _ in range(3)]
+    shapes = [(batch, seq_len, heads, 128)] + 2 * [(batch, seq_len_k or seq_len, kv_heads or heads, 128)]
+    return [scale * torch.randn(shape, device="cuda", generator=generator).to(dtype) for shape in shapes]
 
 
 def torch_error(q, k, v, causal, exact):
-    """The error torch's own attention makes in the same precision (FA2, else torch's default backend)."""
+    """The error torch's own attention makes in the same precision, asked for the same grouped heads and
+    bottom-right mask (FA2, else torch's default backend)."""
     backend = SDPA_BACKENDS[REFERENCE]
-    if not sdpa_available(backend, q, causal=causal):
+    if not sdpa_available(backend, q, k, causal=causal):
         backend = None
     return attention_error(sdpa(q, k, v, causal=causal, backend=backend), exact)
 
@@ -64,6 +66,31 @@ def test_large_magnitude_inputs(chapter, seq_len, causal, dtype):
     check_chapter(chapter, *random_qkv(2, seq_len, 2, dtype, scale=6.0, seed=seq_len), causal)
 
 
+# (batch, seq_len_q, seq_len_k, n_heads, n_kv_heads): 16 query heads on 8, 2 or 1 K/V heads (Qwen3 has 16 on 8),
+# and query blocks at the end of longer key sequences, as against a KV cache.
+GROUPED = [
+    (2, 300, 300, 16, 8),
+    (1, 77, 1000, 16, 2),  # ragged lengths: the diagonal crosses tiles at an offset
+    (2, 1, 1000, 16, 1),  # one new token against a cache, one K/V head for all (MQA)
+    (1, 200, 515, 16, 16),  # several query tiles against a longer key sequence, no grouping
+]
+
+
+@pytest.mark.parametrize("shape", GROUPED, ids=[f"q{q}-k{k}-h{h}-kv{kv}" for _, q, k, h, kv in GROUPED])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_grouped_heads_and_longer_kv(chapter, shape, causal, dtype):
+    batch, seq_len_q, seq_len_k, heads, kv_heads = shape
+    qkv = random_qkv(batch, seq_len_q, heads, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=kv_heads)
+    check_chapter(chapter, *qkv, causal)
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_more_queries_than_keys_without_a_mask(chapter, dtype):
+    """Without the causal mask the lengths are free: 515 queries on 63 keys, the keys all in one ragged tile."""
+    check_chapter(chapter, *random_qkv(1, 515, 16, dtype, seq_len_k=63, kv_heads=8), False)
+
+
 def test_returns_new_tensor_in_input_layout(chapter):
     q, k, v = random_qkv(2, 100, 3, torch.bfloat16)
     out = chapter.attention(q, k, v)
@@ -73,7 +100,7 @@ def test_returns_new_tensor_in_input_layout(chapter):
 
 def test_strided_and_misaligned_inputs_are_copied(chapter):
     """A view with other strides, or storage 2 bytes off 16-byte alignment, gives the same result."""
-    q, k, v = random_qkv(2, 200, 4, torch.float16)
+    q, k, v = random_qkv(2, 200, 4, torch.float16, seq_len_k=260, kv_heads=2)
     expected = chapter.attention(q, k, v, causal=True)
     transposed = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v)]
     assert not transposed[0].is_contiguous()
@@ -109,8 +136,25 @@ def test_deterministic(chapter):
     assert torch.equal(first, chapter.attention(q, k, v, causal=True))
 
 
-def test_cuda_error_names_the_chapter(chapter):
-    """Bad input on the GPU still gets a Python error, not a crash."""
+def test_out_of_another_shape_is_rejected(chapter):
+    """An ``out`` that does not match q gets a ValueError before anything is launched."""
     q, k, v = random_qkv(1, 10, 1, torch.bfloat16)
     with pytest.raises(ValueError, match="out must match q"):
         chapter.attention(q, k, v, out=torch.empty(1, 10, 1, 64, device="cuda", dtype=torch.bfloat16))
+
+
+def test_launch_error_names_the_chapter(chapter):
+    """A launch the GPU refuses (twice the threads the kernel's launch bounds allow) is a KernelError that
+    names the chapter, and leaves the GPU usable."""
+    kernel = chapter.kernel
+    too_many_threads = AttentionKernel(
+        kernel.source,
+        block_q=kernel.block_q,
+        n_threads=2 * kernel.n_threads,
+        smem_bytes=kernel.smem_bytes,
+        arch=kernel.arch,
+    )
+    q, k, v = random_qkv(1, 100, 2, torch.bfloat16)
+    with pytest.raises(KernelError, match=f"{chapter.name}: launch of grid"):
+        too_many_threads(q, k, v)
+    assert attention_error(chapter.attention(q, k, v), exact_attention(q, k, v)).rel_l2 < 1e-2
