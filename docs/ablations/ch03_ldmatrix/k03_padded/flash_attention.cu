@@ -1,15 +1,16 @@
 // Ablation of chapter 3, derived from kernel 3: ldmatrix fragment loads on padded tile rows.
 //
 // Padding is the other cure for the bank conflicts that kernel 4's swizzle removes. A shared-memory row is
-// HEAD_DIM + ROW_PAD = 136 values, 272 bytes, so row r starts 4 banks after row r - 1: the 8 rows of one
-// ldmatrix phase start in 8 different groups of 4 banks and cover all 32. Every row stays 16-byte aligned,
-// as ldmatrix and cp.async need. The price is 16 unused bytes per row; the row stride is the only change
-// (smem_index(), the tile offsets, the loader's shared-memory size). Next to kernel 3 it shows what
-// conflict-free rows buy ldmatrix; next to k02_padded, what ldmatrix buys on the same rows; next to
-// kernel 4, whether padding and the swizzle cure the conflicts alike.
+// SMEM_ROW = HEAD_DIM + ROW_PAD = 136 values, 272 bytes, so each row starts 4 banks after the one before:
+// the 8 rows of one ldmatrix phase start in 8 different groups of 4 banks and cover all 32, and every row
+// stays 16-byte aligned, as ldmatrix and cp.async need. The price is 16 unused bytes per row. Next to
+// kernel 3 it shows what conflict-free rows buy ldmatrix; next to k02_padded, what ldmatrix buys on the
+// same rows; next to kernel 4, whether padding and the swizzle cure the conflicts alike.
+// In the diff: ROW_PAD and SMEM_ROW, the row stride in smem_index() and in the tile offsets, and the
+// loader's shared-memory size.
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
-// Tensors are (batch, seq_len, n_heads, HEAD_DIM), contiguous.
+// q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads, HEAD_DIM).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,10 +21,14 @@ constexpr int BLOCK_Q = 64;    // query rows per block
 constexpr int BLOCK_KV = 64;   // key/value rows per step of the main loop
 constexpr int N_WARPS = 4;
 constexpr int N_THREADS = N_WARPS * 32;
-constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16: one mma row tile per warp
+constexpr int MMA_M = 16;  // one mma.sync.m16n8k16: an (MMA_M, MMA_K) x (MMA_K, MMA_N) product per warp
+constexpr int MMA_N = 8;
+constexpr int MMA_K = 16;
+constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16 = MMA_M: one mma row tile per warp
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int ROW_PAD = 8;                 // unused values after each shared-memory row
 constexpr int SMEM_ROW = HEAD_DIM + ROW_PAD;  // 272 bytes: each row starts 4 banks after the last
+static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 
 // ---------------------------------------------------------------------------------------------------
 // Element-type helpers: the mma instruction and the fp32 -> 16-bit conversion differ by type.
@@ -171,8 +176,8 @@ __device__ void load_b_frags_transposed(unsigned (&frag)[2][2], const T* tile, i
 
 template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS)
-flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                T* __restrict__ o, int seq_len, int n_heads, float softmax_scale) {
+flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
+                int seq_len_q, int seq_len_k, int n_heads, int n_kv_heads, float softmax_scale) {
     extern __shared__ __align__(16) unsigned char smem[];
     T* q_smem = reinterpret_cast<T*>(smem);
     T* k_smem = q_smem + BLOCK_Q * SMEM_ROW;
@@ -181,64 +186,73 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;
     const int warp_row0 = warp * WARP_Q;  // this warp's first row inside the block's tiles
-    const int row_stride = n_heads * HEAD_DIM;
-    const long long head_offset = ((long long)blockIdx.z * seq_len * n_heads + blockIdx.y) * HEAD_DIM;
-    const T* q_head = q + head_offset;
-    const T* k_head = k + head_offset;
-    const T* v_head = v + head_offset;
-    T* o_head = o + head_offset;
+    // Grouped heads (GQA, or MQA with one K/V head): n_heads / n_kv_heads query heads in a row share one
+    // K/V head. Only the K and V pointers see it.
+    const int head = blockIdx.y, kv_head = head / (n_heads / n_kv_heads);
+    const int q_stride = n_heads * HEAD_DIM, kv_stride = n_kv_heads * HEAD_DIM;  // from one row to the next
+    const long long q_offset = ((long long)blockIdx.z * seq_len_q * n_heads + head) * HEAD_DIM;
+    const long long kv_offset = ((long long)blockIdx.z * seq_len_k * n_kv_heads + kv_head) * HEAD_DIM;
+    const T* q_head = q + q_offset;
+    const T* k_head = k + kv_offset;
+    const T* v_head = v + kv_offset;
+    T* o_head = o + q_offset;
+    // Causal is aligned bottom-right, as for queries against a KV cache: the queries are the last seq_len_q
+    // of seq_len_k positions, so query i sees keys 0 ... i + causal_offset (>= 0 when causal: the caller checks).
+    const int causal_offset = seq_len_k - seq_len_q;
 
     // Q is read once: through shared memory into registers, where it stays for the whole loop.
-    load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len, row_stride);
+    load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len_q, q_stride);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    unsigned q_frag[HEAD_DIM / 16][4];
+    unsigned q_frag[HEAD_DIM / MMA_K][4];
 #pragma unroll
-    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
-        load_a_frag(q_frag[kk], q_smem, warp_row0, kk * 16);
+    for (int mma_d = 0; mma_d < HEAD_DIM / MMA_K; ++mma_d) {
+        load_a_frag(q_frag[mma_d], q_smem, warp_row0, mma_d * MMA_K);
     }
 
     // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
     // the running max (already scaled) and this thread's part of the running sum.
-    float o_acc[HEAD_DIM / 8][4] = {};
+    float o_acc[HEAD_DIM / MMA_N][4] = {};
     float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
     float row_sum[2] = {0.0f, 0.0f};
 
-    // Causal: tiles wholly above the diagonal are skipped. Tile 0 always holds key 0, visible to every
-    // query, so each row's max is finite from the first tile on and exp() never sees inf - inf.
-    const int n_tiles = (min(seq_len, CAUSAL ? q0 + BLOCK_Q : seq_len) + BLOCK_KV - 1) / BLOCK_KV;
+    // Causal: tiles wholly above the diagonal are skipped (the block's last query sees up to key
+    // q0 + BLOCK_Q - 1 + causal_offset). Tile 0 always holds key 0, visible to every query, so each row's
+    // max is finite from the first tile on and exp() never sees inf - inf.
+    const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
+    const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int kv0 = tile * BLOCK_KV;
-        load_tile<BLOCK_KV>(k_smem, k_head, kv0, seq_len, row_stride);
+        load_tile<BLOCK_KV>(k_smem, k_head, kv0, seq_len_k, kv_stride);
         cp_async_commit();
-        load_tile<BLOCK_KV>(v_smem, v_head, kv0, seq_len, row_stride);
+        load_tile<BLOCK_KV>(v_smem, v_head, kv0, seq_len_k, kv_stride);
         cp_async_commit();
         cp_async_wait<1>();  // K has landed; V may still be in flight while S and the softmax run
         __syncthreads();
 
         // S = Q K^T for this warp's 16 rows x BLOCK_KV keys.
-        float s_acc[BLOCK_KV / 8][4] = {};
+        float s_acc[BLOCK_KV / MMA_N][4] = {};
 #pragma unroll
-        for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+        for (int mma_d = 0; mma_d < HEAD_DIM / MMA_K; ++mma_d) {
 #pragma unroll
-            for (int n = 0; n < BLOCK_KV / 16; ++n) {
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; mma_n += 2) {  // two n-tiles, 16 keys, per load
                 unsigned k_frag[2][2];
-                load_b_frags(k_frag, k_smem, n * 16, kk * 16);
-                mma_m16n8k16<T>(s_acc[2 * n], q_frag[kk], k_frag[0]);
-                mma_m16n8k16<T>(s_acc[2 * n + 1], q_frag[kk], k_frag[1]);
+                load_b_frags(k_frag, k_smem, mma_n * MMA_N, mma_d * MMA_K);
+                mma_m16n8k16<T>(s_acc[mma_n], q_frag[mma_d], k_frag[0]);
+                mma_m16n8k16<T>(s_acc[mma_n + 1], q_frag[mma_d], k_frag[1]);
             }
         }
 
-        // Keys past the end, and keys after the query when causal, get no weight.
-        if (kv0 + BLOCK_KV > seq_len || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0)) {
+        // Keys past the end, and keys past the query's diagonal when causal, get no weight.
+        if (kv0 + BLOCK_KV > seq_len_k || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0 + causal_offset)) {
 #pragma unroll
-            for (int n = 0; n < BLOCK_KV / 8; ++n) {
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
-                    const int key = kv0 + n * 8 + 2 * t + i % 2;
+                    const int key = kv0 + mma_n * MMA_N + 2 * t + i % 2;
                     const int query = q0 + warp_row0 + g + 8 * (i / 2);
-                    if (key >= seq_len || (CAUSAL && key > query)) s_acc[n][i] = -CUDART_INF_F;
+                    if (key >= seq_len_k || (CAUSAL && key > query + causal_offset)) s_acc[mma_n][i] = -CUDART_INF_F;
                 }
             }
         }
@@ -248,8 +262,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         for (int h = 0; h < 2; ++h) {
             float tile_max = -CUDART_INF_F;
 #pragma unroll
-            for (int n = 0; n < BLOCK_KV / 8; ++n) {
-                tile_max = fmaxf(tile_max, fmaxf(s_acc[n][2 * h], s_acc[n][2 * h + 1]));
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
+                tile_max = fmaxf(tile_max, fmaxf(s_acc[mma_n][2 * h], s_acc[mma_n][2 * h + 1]));
             }
             // The 4 lanes t = 0..3 of a group hold one row between them.
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 1));
@@ -259,42 +273,42 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
             row_max[h] = new_max;
             row_sum[h] *= rescale;
 #pragma unroll
-            for (int n = 0; n < HEAD_DIM / 8; ++n) {
-                o_acc[n][2 * h] *= rescale;
-                o_acc[n][2 * h + 1] *= rescale;
+            for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
+                o_acc[mma_n][2 * h] *= rescale;
+                o_acc[mma_n][2 * h + 1] *= rescale;
             }
 #pragma unroll
-            for (int n = 0; n < BLOCK_KV / 8; ++n) {
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 2 * h; i < 2 * h + 2; ++i) {
-                    s_acc[n][i] = __expf(s_acc[n][i] * softmax_scale - new_max);
-                    row_sum[h] += s_acc[n][i];
+                    s_acc[mma_n][i] = __expf(s_acc[mma_n][i] * softmax_scale - new_max);
+                    row_sum[h] += s_acc[mma_n][i];
                 }
             }
         }
 
-        // P to 16 bits. The accumulators of n-tiles 2kk and 2kk + 1 are exactly the A fragment of
-        // key block kk, so P never leaves the registers.
-        unsigned p_frag[BLOCK_KV / 16][4];
+        // P to 16 bits. The accumulators of n-tiles 2 mma_kv and 2 mma_kv + 1 are exactly the A fragment
+        // of key block mma_kv, so P never leaves the registers.
+        unsigned p_frag[BLOCK_KV / MMA_K][4];
 #pragma unroll
-        for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-            p_frag[kk][0] = pack_floats<T>(s_acc[2 * kk][0], s_acc[2 * kk][1]);
-            p_frag[kk][1] = pack_floats<T>(s_acc[2 * kk][2], s_acc[2 * kk][3]);
-            p_frag[kk][2] = pack_floats<T>(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]);
-            p_frag[kk][3] = pack_floats<T>(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3]);
+        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
+            p_frag[mma_kv][0] = pack_floats<T>(s_acc[2 * mma_kv][0], s_acc[2 * mma_kv][1]);
+            p_frag[mma_kv][1] = pack_floats<T>(s_acc[2 * mma_kv][2], s_acc[2 * mma_kv][3]);
+            p_frag[mma_kv][2] = pack_floats<T>(s_acc[2 * mma_kv + 1][0], s_acc[2 * mma_kv + 1][1]);
+            p_frag[mma_kv][3] = pack_floats<T>(s_acc[2 * mma_kv + 1][2], s_acc[2 * mma_kv + 1][3]);
         }
 
         // O += P V.
         cp_async_wait<0>();  // V has landed
         __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
 #pragma unroll
-            for (int n = 0; n < HEAD_DIM / 16; ++n) {
+            for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; mma_n += 2) {  // two n-tiles, 16 dims, per load
                 unsigned v_frag[2][2];
-                load_b_frags_transposed(v_frag, v_smem, kk * 16, n * 16);
-                mma_m16n8k16<T>(o_acc[2 * n], p_frag[kk], v_frag[0]);
-                mma_m16n8k16<T>(o_acc[2 * n + 1], p_frag[kk], v_frag[1]);
+                load_b_frags_transposed(v_frag, v_smem, mma_kv * MMA_K, mma_n * MMA_N);
+                mma_m16n8k16<T>(o_acc[mma_n], p_frag[mma_kv], v_frag[0]);
+                mma_m16n8k16<T>(o_acc[mma_n + 1], p_frag[mma_kv], v_frag[1]);
             }
         }
         __syncthreads();  // every warp is done with k_smem and v_smem before they are refilled
@@ -308,9 +322,10 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 2);
         const float inverse_sum = 1.0f / row_sum[h];
 #pragma unroll
-        for (int n = 0; n < HEAD_DIM / 8; ++n) {
-            const unsigned pair = pack_floats<T>(o_acc[n][2 * h] * inverse_sum, o_acc[n][2 * h + 1] * inverse_sum);
-            *reinterpret_cast<unsigned*>(&q_smem[smem_index(warp_row0 + g + 8 * h, n * 8 + 2 * t)]) = pair;
+        for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
+            const unsigned pair =
+                pack_floats<T>(o_acc[mma_n][2 * h] * inverse_sum, o_acc[mma_n][2 * h + 1] * inverse_sum);
+            *reinterpret_cast<unsigned*>(&q_smem[smem_index(warp_row0 + g + 8 * h, mma_n * MMA_N + 2 * t)]) = pair;
         }
     }
     __syncwarp();
@@ -320,8 +335,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         const int chunk = step * 32 + lane;
         const int row = warp_row0 + chunk / CHUNKS_PER_ROW;
         const int col = chunk % CHUNKS_PER_ROW * CHUNK;
-        if (q0 + row < seq_len) {
-            *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * row_stride + col]) =
+        if (q0 + row < seq_len_q) {
+            *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * q_stride + col]) =
                 *reinterpret_cast<const uint4*>(&q_smem[smem_index(row, col)]);
         }
     }

@@ -18,5 +18,5 @@ KERNEL = AttentionKernel(
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, out=None) -> torch.Tensor:
-    """softmax(q kᵀ / √128) v for (batch, seq_len, n_heads, 128) bf16/fp16 CUDA tensors."""
+    """softmax(q kᵀ / √128) v: q (batch, seq_len_q, n_heads, 128), k, v (batch, seq_len_k, n_kv_heads, 128)."""
     return KERNEL(q, k, v, causal=causal, out=out)
