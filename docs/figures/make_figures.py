@@ -344,8 +344,9 @@ def figure_block_rows(path: Path) -> None:
     g, t = FOLLOWED_LANE // 4, FOLLOWED_LANE % 4
     draw_accumulator(s_ax, 8, f"S = Q Kᵀ of one warp: 16 rows x 64 keys, 8 n-tiles of 8 keys (s_acc[8][4]); "
                      f"lane {FOLLOWED_LANE} holds 32 floats", "key in the tile")
-    s_ax.text(32, 17.2, f"lane {FOLLOWED_LANE}: g = {g}, t = {t}  ->  rows g = {g} and g + 8 = {g + 8}, keys 8n + 2t, "
-              f"8n + 2t + 1 of every n-tile n;\ns_acc[n][0], [1] on row g, s_acc[n][2], [3] on row g + 8.  "
+    s_ax.text(32, 17.2, f"lane {FOLLOWED_LANE}: g = {g}, t = {t}  ->  rows g = {g} and g + 8 = {g + 8}, keys "
+              f"8 mma_n + 2t, 8 mma_n + 2t + 1 of every n-tile mma_n;\ns_acc[mma_n][0], [1] on row g, "
+              f"s_acc[mma_n][2], [3] on row g + 8.  "
               f"Row {g} is spread over lanes {4 * g}-{4 * g + 3} (the four shades): its max takes two shuffles.",
               ha="center", va="top", fontsize=9)
     draw_accumulator(o_ax, 16, f"O of the same warp: 16 rows x 128 dims, 16 n-tiles (o_acc[16][4]); "
