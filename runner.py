@@ -10,11 +10,12 @@ python runner.py inspect | diff 3 4 | profile 5     (see `python runner.py inspe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import math
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from kernels.report import (
     plot_ladder,
     print_runs,
     save_runs,
+    shape_title,
 )
 from kernels.stats import rotated
 from reference import (
@@ -188,6 +190,16 @@ class Contender:
     family: str | None = None  # kernels: the tensor-core instruction family
 
 
+@contextlib.contextmanager
+def showing(progress, text: str) -> Iterator[None]:
+    """A spinner line saying what runs now, gone when it ends."""
+    task = progress.add_task(text, total=None)
+    try:
+        yield
+    finally:
+        progress.remove_task(task)
+
+
 def time_ms(fn: Callable[[int], object], warmup: int, repeats: int) -> list[float]:
     """Time of each of ``repeats`` calls ``fn(i)`` in ms, each between its own pair of CUDA events, after warm-up."""
     for i in range(warmup):
@@ -264,48 +276,59 @@ def on_input_sets(attention: Callable, inputs: list[tuple[torch.Tensor, ...]], c
     return lambda i: attention(*inputs[i % len(inputs)], causal=causal)
 
 
+def checked_rows(contenders: list[Contender], inputs: tuple[torch.Tensor, ...], exact: torch.Tensor, causal: bool,
+                 flops: float, progress) -> dict[str, Row]:
+    """A row per contender that takes these inputs, with its error; a kernel passes if it is no worse than about
+    twice torch's own (FA2's, or the first reference's)."""
+    rows, errors = {}, {}
+    for contender in contenders:
+        try:
+            with showing(progress, f"checking {contender.name}"):
+                errors[contender.name] = attention_error(checked_output(contender, *inputs, causal), exact)
+        except (TypeError, ValueError) as error:  # a kernel that refuses these shapes names why
+            progress.console.print(f"left out: {contender.name}: {error}")
+            continue
+        rows[contender.name] = Row(contender.name, contender.kind, [], errors[contender.name].max_abs,
+                                   errors[contender.name].rel_l2, flops, family=contender.family)
+    baseline = REFERENCE if REFERENCE in rows else next((n for n, r in rows.items() if r.kind == "reference"), None)
+    for name, row in rows.items():
+        if row.kind != "reference" and baseline is not None:
+            row.ok = errors[name].within(errors[baseline])
+    return rows
+
+
+def timed_rounds(contenders: list[Contender], rows: dict[str, Row], inputs: list[tuple[torch.Tensor, ...]],
+                 args: argparse.Namespace, progress) -> list[list[str]]:
+    """Time every row's contender once per round, in an order that rotates; returns each round's order."""
+    attention = {contender.name: contender.attention for contender in contenders}
+    order = []
+    for round_index in range(args.rounds):
+        order.append(rotated(list(rows), round_index))
+        for name in order[-1]:
+            with showing(progress, f"round {round_index + 1} of {args.rounds}: timing {name}"):
+                call = on_input_sets(attention[name], inputs, args.causal)
+                rows[name].samples_ms.append(time_ms(call, args.warmup, args.repeats))
+    return order
+
+
 def measure_run(args: argparse.Namespace, seq_len: int, kernels: list[Chapter], progress) -> Run:
-    """Torch's references and the kernels at one shape: each output checked, then timed in interleaved rounds."""
+    """Torch's references and the kernels at one shape: each output checked, then all timed in interleaved rounds."""
     kv_len, kv_heads = args.kv_len or seq_len, args.kv_heads or args.heads
+    shape = {"batch": args.batch, "seq_len": seq_len, "heads": args.heads, "kv_heads": kv_heads, "kv_len": kv_len,
+             "head_dim": args.head_dim, "dtype": args.dtype, "causal": args.causal}
     q_shape = (args.batch, seq_len, args.heads, args.head_dim)
     kv_shape = (args.batch, kv_len, kv_heads, args.head_dim)
     generator = torch.Generator(device="cuda").manual_seed(args.seed)
     inputs = make_inputs(q_shape, kv_shape, DTYPES[args.dtype], generator)
-    q, k, v = inputs[0]
     keys = {} if kv_len == seq_len else {"seq_len_k": kv_len}  # the longer-KV count, only where it is needed
     flops = attention_flops(*q_shape, causal=args.causal, **keys)
-    task = progress.add_task(f"exact attention at seq_len {seq_len}", total=None)
-    exact = exact_attention(q, k, v, causal=args.causal)
 
-    contenders, rows, errors = [], {}, {}
-    for contender in references(q, args.causal) + kernel_contenders(kernels, q.device.index, progress):
-        progress.update(task, description=f"checking {contender.name} at seq_len {seq_len}")
-        try:
-            output = checked_output(contender, q, k, v, args.causal)
-        except (TypeError, ValueError) as error:  # a kernel that refuses these shapes names why
-            progress.console.print(f"left out: {contender.name}: {error}")
-            continue
-        errors[contender.name] = attention_error(output, exact)
-        rows[contender.name] = Row(contender.name, contender.kind, [], errors[contender.name].max_abs,
-                                   errors[contender.name].rel_l2, flops, family=contender.family)
-        contenders.append(contender)
-    # A kernel passes if its error is no worse than about twice torch's own (FA2's, or the first reference's).
-    baseline = REFERENCE if REFERENCE in rows else next((c.name for c in contenders if c.kind == "reference"), None)
-    for contender in contenders:
-        if contender.kind != "reference" and baseline is not None:
-            rows[contender.name].ok = errors[contender.name].within(errors[baseline])
-
-    by_name = {contender.name: contender for contender in contenders}
-    order = []
-    for round_index in range(args.rounds):
-        order.append(rotated(list(by_name), round_index))
-        for name in order[-1]:
-            progress.update(task, description=f"round {round_index + 1}/{args.rounds}: timing {name} at {seq_len}")
-            call = on_input_sets(by_name[name].attention, inputs, args.causal)
-            rows[name].samples_ms.append(time_ms(call, args.warmup, args.repeats))
-    progress.remove_task(task)
-    shape = {"batch": args.batch, "seq_len": seq_len, "heads": args.heads, "kv_heads": kv_heads, "kv_len": kv_len,
-             "head_dim": args.head_dim, "dtype": args.dtype, "causal": args.causal}
+    with showing(progress, f"exact attention at {shape_title(shape)}"):
+        exact = exact_attention(*inputs[0], causal=args.causal)  # once per shape: every contender is checked on it
+    contenders = references(inputs[0][0], args.causal) + kernel_contenders(kernels, inputs[0][0].device.index, progress)
+    rows = checked_rows(contenders, inputs[0], exact, args.causal, flops, progress)
+    del exact  # as large as the output in float32: free before timing
+    order = timed_rounds(contenders, rows, inputs, args, progress)
     return Run(shape, environment(), flops, list(rows.values()), order)
 
 
