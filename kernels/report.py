@@ -59,9 +59,8 @@ class Row:
         return self.tflops_spread.median
 
     def to_json(self) -> dict:
-        samples = [[round(ms, 5) for ms in repeats] for repeats in self.samples_ms]
         return {"name": self.name, "kind": self.kind, "family": self.family, "max_abs": self.max_abs,
-                "rel_l2": self.rel_l2, "ok": self.ok, "samples_ms": samples}
+                "rel_l2": self.rel_l2, "ok": self.ok, "samples_ms": self.samples_ms}
 
 
 @dataclass(frozen=True)
