@@ -365,7 +365,7 @@ def show(runs: list[Run], args: argparse.Namespace) -> int:
         save_runs(runs, args.json)
     if args.plot:
         plot_ladder(runs[0], args.plot)
-    failed = [row.name for run in runs for row in run.rows if row.ok is False]
+    failed = list(dict.fromkeys(row.name for run in runs for row in run.rows if row.ok is False))
     if failed:
         print(f"error check failed: {', '.join(failed)}", file=sys.stderr)
         return 2

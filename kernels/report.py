@@ -7,7 +7,6 @@ here, so a saved run shows exactly what the live one did.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,8 @@ from tabulate import tabulate
 
 from kernels.stats import Spread, ratio_spread, round_medians, spread
 from reference import REFERENCE
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class RunFileError(ValueError):
@@ -204,7 +205,7 @@ def instruction_family(source: Path) -> str:
 
 def load_ceilings(path: Path, device: str) -> dict[str, float]:
     """TFLOP/s ceiling per instruction family from ``runner.py peak``'s JSON; a ValueError saying why not."""
-    shown = os.path.relpath(path)
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     if not path.is_file():
         raise ValueError(f"no {shown} (python runner.py peak --json {shown} measures it)")
     try:
