@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -46,6 +47,10 @@ from reference import (
     sdpa_available,
     sdpa_function,
 )
+
+if TYPE_CHECKING:
+    from kernels.ablations import Ablation
+    from rich.progress import Progress
 
 ROOT = Path(__file__).resolve().parent
 NO_GPU = (
@@ -191,7 +196,7 @@ class Contender:
 
 
 @contextlib.contextmanager
-def showing(progress, text: str) -> Iterator[None]:
+def showing(progress: Progress, text: str) -> Iterator[None]:
     """A spinner line saying what runs now, gone when it ends."""
     task = progress.add_task(text, total=None)
     try:
@@ -249,7 +254,7 @@ def references(q: torch.Tensor, causal: bool) -> list[Contender]:
             for name, backend in SDPA_BACKENDS.items() if sdpa_available(backend, q, causal=causal)]
 
 
-def kernel_contenders(kernels: list[Chapter], device_index: int, progress) -> list[Contender]:
+def kernel_contenders(kernels: list[Chapter], device_index: int, progress: Progress) -> list[Contender]:
     """The kernels that run on this GPU, compiled; a ladder chapter or, if not one, an ablation variant."""
     ladder = {chapter.name for chapter in chapters()}
     found = []
@@ -277,7 +282,7 @@ def on_input_sets(attention: Callable, inputs: list[tuple[torch.Tensor, ...]], c
 
 
 def checked_rows(contenders: list[Contender], inputs: tuple[torch.Tensor, ...], exact: torch.Tensor, causal: bool,
-                 flops: float, progress) -> dict[str, Row]:
+                 flops: float, progress: Progress) -> dict[str, Row]:
     """A row per contender that takes these inputs, with its error; a kernel passes if it is no worse than about
     twice torch's own (FA2's, or the first reference's)."""
     rows, errors = {}, {}
@@ -298,7 +303,7 @@ def checked_rows(contenders: list[Contender], inputs: tuple[torch.Tensor, ...], 
 
 
 def timed_rounds(contenders: list[Contender], rows: dict[str, Row], inputs: list[tuple[torch.Tensor, ...]],
-                 args: argparse.Namespace, progress) -> list[list[str]]:
+                 args: argparse.Namespace, progress: Progress) -> list[list[str]]:
     """Time every row's contender once per round, in an order that rotates; returns each round's order."""
     attention = {contender.name: contender.attention for contender in contenders}
     order = []
@@ -311,7 +316,7 @@ def timed_rounds(contenders: list[Contender], rows: dict[str, Row], inputs: list
     return order
 
 
-def measure_run(args: argparse.Namespace, seq_len: int, kernels: list[Chapter], progress) -> Run:
+def measure_run(args: argparse.Namespace, seq_len: int, kernels: list[Chapter], progress: Progress) -> Run:
     """Torch's references and the kernels at one shape: each output checked, then all timed in interleaved rounds."""
     kv_len, kv_heads = args.kv_len or seq_len, args.kv_heads or args.heads
     shape = {"batch": args.batch, "seq_len": seq_len, "heads": args.heads, "kv_heads": kv_heads, "kv_len": kv_len,
@@ -398,7 +403,7 @@ def parse_ablate_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def grid_of(ablation) -> Grid:
+def grid_of(ablation: Ablation) -> Grid:
     """What a saved run keeps of an ablation set: its grid, by contender name."""
     return Grid(ablation.name, ablation.title, tuple(ablation.rows), tuple(ablation.columns), dict(ablation.cells))
 
