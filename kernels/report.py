@@ -84,6 +84,9 @@ class Grid:
         return cls(data["name"], data["title"], tuple(data["rows"]), tuple(data["columns"]), cells)
 
 
+SHAPE_KEYS = ("batch", "seq_len", "heads", "head_dim", "dtype", "causal")  # kv_heads, kv_len: heads, seq_len if absent
+
+
 @dataclass
 class Run:
     """Everything one run measured at one shape, with what it ran on and the order of each round."""
@@ -117,6 +120,9 @@ class Run:
         order = [[row.name for row in rows]] if old else [list(names) for names in data["order"]]
         if any(len(row.samples_ms) != len(order) for row in rows):
             raise ValueError(f"every row needs one sample list per round ({len(order)} rounds)")
+        missing = [key for key in SHAPE_KEYS if key not in data["shape"]]
+        if missing:
+            raise ValueError(f"the shape has no {', '.join(missing)}")
         shape = {"kv_heads": data["shape"]["heads"], "kv_len": data["shape"]["seq_len"], **data["shape"]}
         grid = Grid.from_json(data["grid"]) if data.get("grid") else None
         return cls(shape, dict(data["environment"]), flops, rows, order, grid)
@@ -126,6 +132,8 @@ def _row_from_json(data: dict, flops: float) -> Row:
     samples = data["samples_ms"] if "samples_ms" in data else [[data["ms"]]]
     if not samples or not all(repeats and all(float(ms) > 0 for ms in repeats) for repeats in samples):
         raise ValueError(f"{data['name']}: samples_ms must hold, per round, a non-empty list of positive times")
+    if data.get("ok") not in (True, False, None) or not isinstance(data.get("family"), str | None):
+        raise ValueError(f"{data['name']}: ok must be true, false or null and family a string or null")
     return Row(str(data["name"]), str(data["kind"]), [[float(ms) for ms in repeats] for repeats in samples],
                float(data["max_abs"]), float(data["rel_l2"]), flops, data.get("ok"), data.get("family"))
 

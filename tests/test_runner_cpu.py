@@ -238,6 +238,8 @@ def test_bad_arguments_are_one_line_before_any_gpu_work(args, message):
         ('[{"shape": {}, "environment": {}, "rows": [{"name": "x"}]}]', "no field"),
         (json.dumps([{**NEW_RUN[0], "order": [["torch FA2"]]}]), "one sample list per round"),
         (json.dumps([new_run([sample_row("torch FA2", "reference", [-1.0])])]), "positive times"),
+        (json.dumps([{**NEW_RUN[0], "shape": {"heads": 1, "seq_len": 64}}]), "the shape has no batch, head_dim"),
+        (json.dumps([new_run([{**sample_row("k01_naive", "chapter", [1.0]), "ok": "yes"}])]), "ok must be"),
     ],
 )
 def test_a_file_that_is_not_a_saved_run_is_one_line(tmp_path, text, message):
