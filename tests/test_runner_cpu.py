@@ -1,84 +1,354 @@
-"""The command line, as a user without a GPU meets it."""
+"""The command line, as a user without a GPU meets it: saved runs, every argument mistake, the ablate command."""
 
 import json
 import os
 import subprocess
 import sys
+import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+import runner
+from kernels.report import Run, grid_cells, load_runs, markdown_grid, save_runs, steps
+from kernels.stats import rotated
+
 ROOT = Path(__file__).resolve().parent.parent
+NO_GPU_ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 
-def runner(*args, env=None):
+def run_cli(*args, env=None):
     return subprocess.run(
-        [sys.executable, str(ROOT / "runner.py"), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+        [sys.executable, str(ROOT / "runner.py"), *map(str, args)],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
     )
 
 
+def assert_one_line_error(result, message):
+    """A mistake is one line on stderr naming it, a non-zero exit, and no traceback."""
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+# --- saved runs: one shape, three references' worth of rows, the samples of every round ----------------------
+
+SHAPE = {"batch": 2, "seq_len": 64, "heads": 1, "kv_heads": 1, "kv_len": 64, "head_dim": 128, "dtype": "bf16",
+         "causal": False}
+DEVICE = "Test GPU (1 SMs)"
+
+
+def sample_row(name, kind, round_ms, family=None):
+    """A row of a new-format file: three repeats per round around the given medians."""
+    return {"name": name, "kind": kind, "family": family, "max_abs": 1e-3, "rel_l2": 2e-3,
+            "ok": None if kind == "reference" else True,
+            "samples_ms": [[ms * 1.01, ms, ms * 0.98] for ms in round_ms]}
+
+
+def new_run(rows):
+    order = [rotated([r["name"] for r in rows], i) for i in range(len(rows[0]["samples_ms"]))]
+    return {"shape": SHAPE, "environment": {"device": DEVICE, "command": "python runner.py --json run.json"},
+            "flops": 1e12, "order": order, "rows": rows}
+
+
+NEW_RUN = [new_run([
+    sample_row("torch FA2", "reference", [1.0, 1.1, 1.0]),
+    sample_row("k01_naive", "chapter", [4.0, 4.2, 4.0], "mma.sync"),
+    sample_row("k02_cp_async", "chapter", [2.0, 2.1, 2.0], "mma.sync"),  # a clear step: 2x in every round
+    sample_row("k03_ldmatrix", "chapter", [1.98, 2.3, 2.0], "mma.sync"),  # a step within noise
+])]
+
+OLD_RUN = [  # as results/*.json were written before rounds: one median per row, derived columns stored
+    {
+        "shape": {"batch": 2, "seq_len": 64, "heads": 1, "head_dim": 128, "dtype": "bf16", "causal": False},
+        "environment": {"device": DEVICE},
+        "rows": [
+            {"name": "torch FA2", "kind": "reference", "ms": 1.0, "tflops": 100.0, "max_abs": 1e-3, "rel_l2": 2e-3},
+            {"name": "k01_naive", "kind": "chapter", "ms": 2.0, "tflops": 50.0, "max_abs": 1e-3, "rel_l2": 2e-3,
+             "ok": True, "pct_of_reference": 50.0, "speedup": None},
+        ],
+    }
+]
+
+
+@pytest.fixture
+def saved(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(NEW_RUN))
+    return path
+
+
 def test_help_lists_the_options():
-    result = runner("--help")
+    result = run_cli("--help")
     assert result.returncode == 0
-    for option in ("--seq-len", "--dtype", "--causal", "--kernels", "--markdown", "--json", "--plot"):
+    for option in ("--seq-len", "--dtype", "--causal", "--kernels", "--markdown", "--json", "--plot", "--rounds",
+                   "--repeats", "--warmup", "--kv-heads", "--kv-len", "--from-json", "ablate"):
         assert option in result.stdout
 
 
 def test_without_a_gpu_says_so_and_fails():
-    result = runner("--kernels", "1", env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    result = run_cli("--kernels", "1", env=NO_GPU_ENV)
     assert result.returncode == 1
     assert "No CUDA GPU found" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_a_new_file_round_trips(saved, tmp_path):
+    runs = load_runs(saved)
+    again = tmp_path / "again.json"
+    save_runs(runs, again)
+    assert json.loads(again.read_text()) == json.loads(saved.read_text())
+    assert runs[0].rounds == 3 and runs[0].order[1] == ["k01_naive", "k02_cp_async", "k03_ldmatrix", "torch FA2"]
+    assert runs[0].rows[1].samples_ms == NEW_RUN[0]["rows"][1]["samples_ms"]
+
+
+def test_an_old_file_reads_as_one_round(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(OLD_RUN))
+    run = load_runs(path)[0]
+    assert run.rounds == 1 and run.rows[1].samples_ms == [[2.0]]
+    assert run.rows[1].tflops == pytest.approx(50.0) and run.shape["kv_heads"] == 1 and run.shape["kv_len"] == 64
+
+
+def test_shows_an_old_file_as_markdown(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(OLD_RUN))
+    result = run_cli("--from-json", path, "--markdown")
+    assert result.returncode == 0, result.stderr
+    assert "| k01_naive" in result.stdout and "50.0%" in result.stdout and "one round" in result.stdout
+
+
+def test_shows_spreads_and_marks_a_step_within_noise(saved):
+    result = run_cli("--from-json", saved, "--markdown")
+    assert result.returncode == 0, result.stderr
+    lines = {line.split("|")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("| k0")}
+    assert "2.00× [" in lines["k02_cp_async"] and "~" not in lines["k02_cp_async"]
+    assert "× ~ [" in lines["k03_ldmatrix"]
+    assert "~: the step's min–max includes 1.00" in result.stdout
+
+
+def test_from_json_with_kernels_keeps_those_rows_and_steps_between_them(saved):
+    result = run_cli("--from-json", saved, "--markdown", "--kernels", "1,3")
+    assert result.returncode == 0, result.stderr
+    assert "k02_cp_async" not in result.stdout and "| torch FA2" in result.stdout
+    k03 = next(line for line in result.stdout.splitlines() if line.startswith("| k03_ldmatrix"))
+    assert "2.00×" in k03  # now over k01, the chapter before it in what is shown
+
+
+def test_from_json_can_be_saved_again_in_the_new_format(tmp_path):
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(OLD_RUN))
+    assert run_cli("--from-json", old, "--json", new).returncode == 0
+    assert json.loads(new.read_text())[0]["rows"][1]["samples_ms"] == [[2.0]]
+
+
+def write_peak(tmp_path, device):
+    peak = tmp_path / "peak.json"
+    peak.write_text(json.dumps({"environment": {"device": device},
+                                "ceilings": {"mma.sync": {"tflops": 500.0, "spread": [490.0, 510.0]}}}))
+    return peak
+
+
+def test_percent_of_peak_from_the_ceiling_of_the_same_device(saved, tmp_path):
+    result = run_cli("--from-json", saved, "--markdown", "--peak", write_peak(tmp_path, DEVICE))
+    k01 = next(line for line in result.stdout.splitlines() if line.startswith("| k01_naive"))
+    assert "| 25.0%      | 50.0%" in k01  # of FA2, then 1e12 FLOP in 4 ms: 250 TFLOP/s of a 500 TFLOP/s ceiling
+    assert "% of peak: empty" not in result.stdout
+
+
+@pytest.mark.parametrize("device", [None, "Another GPU (2 SMs)"])
+def test_percent_of_peak_is_empty_with_a_reason(saved, tmp_path, device):
+    peak = tmp_path / "none.json" if device is None else write_peak(tmp_path, device)
+    result = run_cli("--from-json", saved, "--markdown", "--peak", peak)
+    k01 = next(line for line in result.stdout.splitlines() if line.startswith("| k01_naive"))
+    assert "50.0%" not in k01
+    reason = "no " if device is None else "was measured on Another GPU"
+    assert next(line for line in result.stdout.splitlines() if line.startswith("% of peak: empty")).count(reason)
+
+
+def test_plot_has_error_bars_and_bands_from_a_saved_run(saved, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    from matplotlib.container import BarContainer
+
+    from kernels.report import plot_ladder
+
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it
+    run = load_runs(saved)[0]
+    plot_ladder(run, tmp_path / "ladder.png")
+    assert (tmp_path / "ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ax = figures[0].axes[0]
+    bars = next(c for c in ax.containers if isinstance(c, BarContainer))
+    segments = bars.errorbar.lines[2][0].get_segments()
+    kernels = [row for row in run.rows if row.kind != "reference"]
+    for segment, row in zip(segments, kernels, strict=True):
+        assert sorted(segment[:, 1]) == pytest.approx([row.tflops_spread.low, row.tflops_spread.high])
+    band = run.rows[0].tflops_spread
+    assert any(patch.get_y() == pytest.approx(band.low) for patch in ax.patches if patch not in bars.patches)
+
+
+def test_plots_a_saved_run_from_the_command_line(saved, tmp_path):
+    pytest.importorskip("matplotlib")
+    plot = tmp_path / "ladder.svg"
+    result = run_cli("--from-json", saved, "--plot", plot)
+    assert result.returncode == 0, result.stderr
+    assert plot.read_text().lstrip().startswith("<?xml")
+
+
+# --- every mistake: one line, a non-zero exit, before any GPU work -------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--seq-len", "abc"], "--seq-len"),
+        (["--seq-len", "64,0"], "--seq-len must be at least 1"),
         (["--kernels", "99"], "no chapter '99'"),
         (["--head-dim", "64"], "--head-dim"),
+        (["--repeats", "0"], "--repeats: must be at least 1"),
+        (["--warmup", "0"], "--warmup: must be at least 1"),
+        (["--rounds", "-2"], "--rounds: must be at least 1"),
+        (["--batch", "0"], "--batch: must be at least 1"),
+        (["--kv-heads", "0"], "--kv-heads: must be at least 1"),
+        (["--heads", "16", "--kv-heads", "5"], "--heads 16 is not a multiple of --kv-heads 5"),
+        (["--kv-len", "0"], "--kv-len: must be at least 1"),
+        (["--json", "no/such/folder/run.json"], "--json: the folder no/such/folder does not exist"),
+        (["--plot", "no/such/folder/ladder.png"], "--plot: the folder no/such/folder does not exist"),
+        (["--plot", "ladder.xyz"], "matplotlib cannot write 'ladder.xyz'"),
+        (["--from-json", "no/such/run.json"], "no/such/run.json: no such file"),
     ],
 )
-def test_bad_arguments_are_reported(args, message):
-    result = runner(*args)
-    assert result.returncode == 2 and message in result.stderr
-    assert "Traceback" not in result.stderr
+def test_bad_arguments_are_one_line_before_any_gpu_work(args, message):
+    result = run_cli(*args, env=NO_GPU_ENV)  # a GPU check that came first would say "No CUDA GPU found"
+    assert result.returncode == 2
+    assert_one_line_error(result, message)
 
 
-SAVED_RUN = [
-    {
-        "shape": {"batch": 2, "seq_len": 64, "heads": 1, "head_dim": 128, "dtype": "bf16", "causal": False},
-        "environment": {"device": "Test GPU (1 SMs)"},
-        "rows": [
-            {"name": "torch FA2", "kind": "reference", "ms": 1.0, "tflops": 100.0, "max_abs": 1e-3, "rel_l2": 2e-3},
-            {
-                "name": "k01_naive",
-                "kind": "chapter",
-                "ms": 2.0,
-                "tflops": 50.0,
-                "max_abs": 1e-3,
-                "rel_l2": 2e-3,
-                "ok": True,
-                "pct_of_reference": 50.0,
-                "speedup": None,
-            },
-        ],
-    }
-]
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "is empty"),
+        ("{not json", "is not JSON"),
+        ("[]", "expected a list of runs"),
+        ('{"rows": []}', "expected a list of runs"),
+        ('[{"shape": {}, "environment": {}}]', "no field 'rows'"),
+        ('[{"shape": {}, "environment": {}, "rows": [{"name": "x"}]}]', "no field"),
+        (json.dumps([{**NEW_RUN[0], "order": [["torch FA2"]]}]), "one sample list per round"),
+        (json.dumps([new_run([sample_row("torch FA2", "reference", [-1.0])])]), "positive times"),
+        (json.dumps([{**NEW_RUN[0], "shape": {"heads": 1, "seq_len": 64}}]), "the shape has no batch, head_dim"),
+        (json.dumps([new_run([{**sample_row("k01_naive", "chapter", [1.0]), "ok": "yes"}])]), "ok must be"),
+    ],
+)
+def test_a_file_that_is_not_a_saved_run_is_one_line(tmp_path, text, message):
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    assert_one_line_error(run_cli("--from-json", path), message)
 
 
-def test_shows_a_saved_run_as_markdown(tmp_path):
-    saved = tmp_path / "run.json"
-    saved.write_text(json.dumps(SAVED_RUN))
-    result = runner("--from-json", str(saved), "--markdown")
+@pytest.mark.parametrize("option", [["--causal"], ["--seq-len", "128"], ["--batch=4"], ["--rounds", "3"]])
+def test_from_json_refuses_the_options_that_shape_a_run(saved, option):
+    assert_one_line_error(run_cli("--from-json", saved, *option), f"leave out {option[0].split('=')[0]}")
+
+
+def test_from_json_with_a_chapter_the_file_lacks(saved):
+    assert_one_line_error(run_cli("--from-json", saved, "--kernels", "4"), "holds no k04_swizzle")
+
+
+def test_plot_without_matplotlib_is_one_line(tmp_path):
+    missing = tmp_path / "site" / "matplotlib"
+    missing.mkdir(parents=True)
+    (missing / "__init__.py").write_text("raise ImportError('matplotlib is not installed here')\n")
+    env = {**NO_GPU_ENV, "PYTHONPATH": str(missing.parent)}
+    assert_one_line_error(run_cli("--plot", tmp_path / "ladder.png", env=env), "--plot needs matplotlib")
+
+
+# --- ablate, against a fake kernels.ablations -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FakeAblation:
+    name: str
+    number: int
+    title: str
+    rows: tuple
+    columns: tuple
+    cells: dict
+    contenders: list
+
+
+FAKE = FakeAblation(
+    name="ch03_fake",
+    number=3,
+    title="loads against layouts",
+    rows=("per-lane loads", "ldmatrix"),
+    columns=("256-byte rows", "swizzled rows"),
+    cells={("per-lane loads", "256-byte rows"): "k02_cp_async", ("per-lane loads", "swizzled rows"): "k02_swizzled",
+           ("ldmatrix", "256-byte rows"): "k03_ldmatrix", ("ldmatrix", "swizzled rows"): "k04_swizzle"},
+    contenders=[types.SimpleNamespace(name=name) for name in ("k02_cp_async", "k02_swizzled", "k03_ldmatrix",
+                                                               "k04_swizzle")],
+)
+
+
+@pytest.fixture
+def fake_ablations(monkeypatch):
+    module = types.ModuleType("kernels.ablations")
+    module.ablations = lambda: [FAKE]
+
+    def find_ablation(token):
+        if token.strip() in ("3", "03", FAKE.name):
+            return FAKE
+        raise ValueError(f"no ablation set {token!r}; the sets are 3 ({FAKE.name})")
+
+    module.find_ablation = find_ablation
+    monkeypatch.setitem(sys.modules, "kernels.ablations", module)
+
+
+def test_ablate_parses_its_set_and_options(fake_ablations):
+    args = runner.parse_ablate_args(["3", "--rounds", "2", "--seq-len", "1024", "--causal", "--markdown"])
+    assert args.ablation is FAKE and args.rounds == 2 and args.seq_lens == [1024] and args.causal
+    assert args.kv_heads is None and args.kv_len is None and args.plot is None  # what the ladder's engine reads
+
+
+def test_ablate_help_lists_the_sets(fake_ablations, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        runner.parse_ablate_args(["--help"])
+    assert exit_.value.code == 0 and "3 (ch03_fake)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "message"), [(["4"], "no ablation set '4'"), (["3", "--repeats", "0"], "--repeats")])
+def test_ablate_mistakes_are_one_line(fake_ablations, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_:
+        runner.parse_ablate_args(args)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_ablate_builds_the_grid_of_median_tflops():
+    grid = runner.grid_of(FAKE)
+    rows = [sample_row("torch FA2", "reference", [1.0, 1.0]),
+            sample_row("k02_cp_async", "chapter", [4.0, 4.4]),
+            sample_row("k02_swizzled", "variant", [2.0, 2.0]),
+            sample_row("k03_ldmatrix", "chapter", [4.0, 4.0]),
+            sample_row("k04_swizzle", "chapter", [1.0, 1.0])]
+    run = Run.from_json({**new_run(rows), "grid": grid.to_json()})
+    assert run.grid == grid
+    headers, lines = grid_cells(run)
+    assert headers == ["TFLOP/s", "256-byte rows", "swizzled rows"]
+    assert lines[0] == ["per-lane loads", "238.6 [227.3–250.0] (k02_cp_async)", "500.0 [500.0–500.0] (k02_swizzled)"]
+    assert lines[1][2] == "1000.0 [1000.0–1000.0] (k04_swizzle)"
+    assert "| ldmatrix" in markdown_grid(run)
+    assert list(steps(run)) == ["k03_ldmatrix", "k04_swizzle"]  # variants take no step
+
+
+def test_a_saved_ablation_shows_its_grid(tmp_path):
+    rows = [sample_row("torch FA2", "reference", [1.0]), sample_row("k02_cp_async", "chapter", [2.0]),
+            sample_row("k02_swizzled", "variant", [1.5]), sample_row("k03_ldmatrix", "chapter", [2.0]),
+            sample_row("k04_swizzle", "chapter", [1.0])]
+    path = tmp_path / "ablation.json"
+    path.write_text(json.dumps([{**new_run(rows), "grid": runner.grid_of(FAKE).to_json()}]))
+    result = run_cli("--from-json", path, "--markdown")
     assert result.returncode == 0, result.stderr
-    assert "| k01_naive" in result.stdout and "50.0%" in result.stdout
-
-
-def test_plots_a_saved_run(tmp_path):
-    pytest.importorskip("matplotlib")
-    saved, plot = tmp_path / "run.json", tmp_path / "ladder.png"
-    saved.write_text(json.dumps(SAVED_RUN))
-    result = runner("--from-json", str(saved), "--plot", str(plot))
-    assert result.returncode == 0, result.stderr
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "**loads against layouts**" in result.stdout and "| per-lane loads" in result.stdout
