@@ -112,8 +112,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         allow_abbrev=False,  # --from-json refuses the measuring options by name
         description="Time every chapter and torch's attention on the same Q, K, V, in interleaved rounds, "
         "and print the ladder.",
-        epilog="Other commands: `runner.py ablate N`, `runner.py inspect`, `runner.py diff A B`, "
-        "`runner.py profile N` (each has --help).",
+        epilog="Other commands: `runner.py ablate N`, `runner.py peak`, `runner.py inspect`, `runner.py diff A B`, "
+        "`runner.py profile N [fa2|cudnn]` (each has --help).",
     )
     add_measuring_options(parser)
     parser.add_argument("--head-dim", type=int, default=128, choices=[128], help="the kernels support 128 only")
