@@ -1,15 +1,14 @@
-// Chapter 9: Hopper's warpgroup matrix multiply (wgmma).
+// Chapter 10: O += P V on wgmma too.
 //
-// mma.sync is Ampere's instruction: one warp, a (16, 8) tile, both operands first moved from shared
-// memory into registers with ldmatrix; on Hopper it cannot keep the tensor cores busy. wgmma is the
-// instruction they were built for: the four warps of a warpgroup issue one (64, 16) x (16, 128) product
-// together, it reads B (K, V) and optionally A (Q) straight from shared memory through a 64-bit
-// descriptor, and it runs asynchronously until a wait. It reads shared memory in its own swizzled
-// layout, 64-column planes of 128-byte rows, so the tiles take that layout.
-// In the diff: wgmma wrappers for mma_m16n8k16 and ldmatrix, descriptors for the fragment loads, Q kept
-// in shared memory, and the planes in smem_index(). The softmax is kernel 8's, unchanged.
+// Kernel 9 computes S on wgmma, but P V is still Ampere's: every warp loads V's fragments with
+// ldmatrix.trans and issues mma.sync on them, sixteen (16, 8) products per 16 keys. wgmma takes its A
+// operand from registers as well, in mma.sync's A-fragment layout, which is exactly where the softmax
+// leaves P, and reads B = V from shared memory through a descriptor, transposed by the hardware: one bit
+// of the instruction. So P V becomes eight wgmmas per warpgroup and tile, and no fragment is loaded.
+// In the diff: a register-A wgmma replaces mma_m16n8k16, descriptors replace ldmatrix.trans, and O and P
+// are pinned around the fence and the wait. The layout, the copies and the softmax are kernel 9's.
 // wgmma exists on sm_90a alone: this chapter runs on Hopper GPUs only.
-// Left for later (docs/not_on_the_ladder.md): TMA copies, warp specialization, softmax under the wgmmas.
+// Left for later: copies by the Tensor Memory Accelerator (11), and a warpgroup that only copies (12).
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,
 // each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads,

@@ -1,4 +1,4 @@
-"""Chapter 9: Hopper's warpgroup matrix multiply (wgmma)."""
+"""Chapter 10: O += P V on wgmma too, P from registers and V transposed by the hardware."""
 
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import torch
 
 from kernels import AttentionKernel
 
-TITLE = "wgmma: Hopper's tensor-core instruction, operands straight from shared memory"
+TITLE = "P·V on wgmma: P from registers, V read transposed from shared memory"
 
 BLOCK_Q, BLOCK_KV, HEAD_DIM, N_WARPS, STAGES, SMEM_ALIGN = 128, 128, 128, 8, 2, 1024
 KERNEL = AttentionKernel(
