@@ -266,8 +266,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;
-    const int warp_row0 = warp * WARP_Q;             // this warp's first row inside the block's tiles
-    const int group_row0 = warp / 4 * GROUP_Q;       // and its warpgroup's
+    const int warp_row0 = warp * WARP_Q;  // this warp's first row inside the block's tiles
+    const int group_row0 = warp / 4 * GROUP_Q;  // and its warpgroup's
     // Grouped heads (GQA, or MQA with one K/V head): n_heads / n_kv_heads query heads in a row share one
     // K/V head. Only the K and V pointers see it.
     const int head = blockIdx.y, kv_head = head / (n_heads / n_kv_heads);
