@@ -230,7 +230,8 @@ __device__ void mbarrier_wait(unsigned long long* barrier, int parity) {
 __device__ void tma_load(void* smem_to, const TensorMap& map, int col, int head, int row, int batch,
                          unsigned long long* barrier) {
     asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];"
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4, %5}], [%6];"
         ::"r"((unsigned)__cvta_generic_to_shared(smem_to)), "l"(&map), "r"(col), "r"(head), "r"(row), "r"(batch),
         "r"((unsigned)__cvta_generic_to_shared(barrier))
         : "memory");
