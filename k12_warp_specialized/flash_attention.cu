@@ -371,7 +371,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
         }
         return;
     }
-    // The consumers.
+    // The consumers: kernel 11's loop without the copies and the block barrier.
     setmaxnreg_inc<CONSUMER_REGISTERS>();
     mbarrier_wait(q_barrier, 0);
 
