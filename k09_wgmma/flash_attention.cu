@@ -1,15 +1,15 @@
-// Chapter 9: Hopper's warpgroup matrix multiply (wgmma).
+// Chapter 9: S = Q K^T on Hopper's warpgroup matrix multiply (wgmma).
 //
-// mma.sync is Ampere's instruction: one warp, a (16, 8) tile, both operands first moved from shared
-// memory into registers with ldmatrix; on Hopper it cannot keep the tensor cores busy. wgmma is the
-// instruction they were built for: the four warps of a warpgroup issue one (64, 16) x (16, 128) product
-// together, it reads B (K, V) and optionally A (Q) straight from shared memory through a 64-bit
-// descriptor, and it runs asynchronously until a wait. It reads shared memory in its own swizzled
-// layout, 64-column planes of 128-byte rows, so the tiles take that layout.
-// In the diff: wgmma wrappers for mma_m16n8k16 and ldmatrix, descriptors for the fragment loads, Q kept
-// in shared memory, and the planes in smem_index(). The softmax is kernel 8's, unchanged.
+// mma.sync is Ampere's instruction: one warp, a (16, 8) tile, operands moved into registers by ldmatrix
+// first. wgmma is the instruction Hopper's tensor cores were built for: the four warps of a warpgroup
+// issue one (64, 16) x (16, 128) product together, it reads its operands straight from shared memory
+// through 64-bit descriptors, and it runs asynchronously until a wait. Here S = Q K^T moves onto it: Q
+// stays in shared memory, and the ldmatrix loads of Q and K disappear. wgmma reads its own swizzled
+// layout, 64-column planes of 128-byte rows, so every tile takes it, and V's ldmatrix addresses follow.
+// In the diff: wgmma with its fence, commit and wait, a descriptor per operand, the planes in smem_index()
+// and block_address(), and a proxy fence before the barrier. The softmax and P V are kernel 8's.
 // wgmma exists on sm_90a alone: this chapter runs on Hopper GPUs only.
-// Left for later (docs/not_on_the_ladder.md): TMA copies, warp specialization, softmax under the wgmmas.
+// Left for later: P V on wgmma too (10).
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,
 // each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads,
@@ -37,8 +37,28 @@ static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
 // ---------------------------------------------------------------------------------------------------
-// Element-type helpers: the wgmma instruction and the fp32 -> 16-bit conversion differ by type.
+// Element-type helpers: the mma and wgmma instructions and the fp32 -> 16-bit conversion differ by type.
 // ---------------------------------------------------------------------------------------------------
+
+// D += A * B for one (16, 16) x (16, 8) tile, accumulated in fp32 by the whole warp.
+template <typename T>
+__device__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
+
+template <>
+__device__ void mma_m16n8k16<__nv_bfloat16>(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <>
+__device__ void mma_m16n8k16<__half>(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
 
 // The 64 fp32 accumulators of one thread in a (64, 128) wgmma tile, as asm operands. Their layout is
 // mma.sync's: in n-tile n (columns 8n ... 8n + 7) a lane holds rows g, g + 8 of its warp's 16 rows and
@@ -79,29 +99,6 @@ __device__ void wgmma_smem_smem<__half>(float (&d)[16][4], unsigned long long a_
                  : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 }
 
-// D += A * B for one (64, 16) x (16, 128) step, A in registers (the mma.sync A-fragment layout, per warp)
-// and B in shared memory stored (k, n), as V is (key, dim): the final 1 tells the hardware to transpose.
-template <typename T>
-__device__ void wgmma_regs_smem(float (&d)[16][4], const unsigned (&a)[4], unsigned long long b_desc);
-
-template <>
-__device__ void wgmma_regs_smem<__nv_bfloat16>(float (&d)[16][4], const unsigned (&a)[4], unsigned long long b_desc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACCUMULATORS
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
-                 : ACCUMULATOR_OPERANDS(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
-}
-
-template <>
-__device__ void wgmma_regs_smem<__half>(float (&d)[16][4], const unsigned (&a)[4], unsigned long long b_desc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACCUMULATORS
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
-                 : ACCUMULATOR_OPERANDS(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
-}
-
 // Registers written by ordinary instructions must be fenced before a wgmma reads them.
 __device__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -119,17 +116,13 @@ __device__ void wgmma_wait() {
 
 // The compiler sees a wgmma's registers used when it is issued, not when it runs. An empty asm that
 // "rewrites" each of them pins the code around it: nothing that reads or writes them moves across. Pinned
-// before wgmma_fence, every ordinary access to them comes before the fence; after wgmma_wait, after it.
-// One helper for the fp32 accumulators and the packed P pairs alike: each register is handed over as an
-// fp32 operand, whose bits an empty asm leaves as they are. (As integer operands, the accumulators would
-// need moves between wgmmas, and ptxas would serialize them.)
-template <typename R, int N>
-__device__ void pin_registers(R (&regs)[N][4]) {
-    static_assert(sizeof(R) == 4, "one 32-bit register per element");
+// after wgmma_wait, every ordinary access to them comes after it.
+template <int N>
+__device__ void pin_registers(float (&regs)[N][4]) {
 #pragma unroll
     for (int n = 0; n < N; ++n) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(reinterpret_cast<float&>(regs[n][i]))::"memory");
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(regs[n][i])::"memory");
     }
 }
 
@@ -171,10 +164,10 @@ __device__ int smem_index(int row, int col) {
 }
 
 // The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
-// more than the tiles take). wgmma applies its swizzle to absolute shared-memory addresses, in 1 KB atoms
-// that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
-// __align__ on an extern array does not promise where a block's dynamic shared memory begins, so the
-// kernel rounds it up itself.
+// more than the tiles take). block_address() XORs absolute shared-memory addresses, and wgmma swizzles them
+// in 1 KB atoms, which is right only if each tile starts with the XORed bits clear; the tiles are whole
+// multiples of 1 KB, so an aligned start is enough. __align__ on an extern array does not promise where a
+// block's dynamic shared memory begins, so the kernel rounds it up itself.
 __device__ unsigned char* aligned_smem(unsigned char* smem) {
     const unsigned address = __cvta_generic_to_shared(smem);
     return smem + (SMEM_ALIGN - address % SMEM_ALIGN) % SMEM_ALIGN;
@@ -235,6 +228,41 @@ __device__ void swap_stages(T*& a, T*& b) {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Shared memory -> mma fragments. With g = lane / 4 and t = lane % 4, a lane owns, in every (8, 8)
+// piece of an operand, row g and the column pair 2t, 2t + 1.
+// ---------------------------------------------------------------------------------------------------
+
+// ldmatrix x4: lanes 8i ... 8i + 7 give the addresses of the 8 rows of matrix i; register i of every lane
+// receives that lane's pair of matrix i. With .trans each matrix arrives transposed.
+__device__ void ldmatrix_x4_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, unsigned address) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(address));
+}
+
+// Every load below covers one (16, 16) block at (row0, col0): lane l points at row l % 16, column
+// (l / 16) * 8, so the four matrices are top-left, bottom-left, top-right, bottom-right.
+
+// This lane's shared-memory address in the block at (row0, col0), for row0 a multiple of 8 and col0 of 16.
+// Its address in block (0, 0) is the same for every block of the tile (the compiler computes it once);
+// col0 XORs chunk bits inside a plane and adds whole planes, and row0 adds whole 128-byte rows.
+template <typename T>
+__device__ unsigned block_address(const T* tile, int row0, int col0) {
+    const int lane = threadIdx.x % 32;
+    const unsigned lane_address = __cvta_generic_to_shared(&tile[smem_index(lane % 16, lane / 16 * 8)]);
+    return (lane_address ^ (col0 % PLANE * sizeof(T))) + (col0 / PLANE * BLOCK_KV + row0) * PLANE * sizeof(T);
+}
+
+// B operands of two n-tiles from a (16, 16) block stored (k, n), as V is (key, dim): frag[j] is columns
+// col0 + 8j ... + 7. Lane: column g x rows 2t, 2t + 1 (register 0) and 2t + 8, 2t + 9 (register 1).
+// .trans turns each matrix, and the register order turns the (2, 2) arrangement of matrices: n-tile 0
+// is (top-left, bottom-left) and n-tile 1 is (top-right, bottom-right).
+template <typename T>
+__device__ void load_b_frags_transposed(unsigned (&frag)[2][2], const T* tile, int row0, int col0) {
+    ldmatrix_x4_trans(frag[0][0], frag[0][1], frag[1][0], frag[1][1], block_address(tile, row0, col0));
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Shared memory -> wgmma: a 64-bit descriptor per operand instead of ldmatrix fragments.
 // ---------------------------------------------------------------------------------------------------
 
@@ -242,8 +270,9 @@ __device__ void swap_stages(T*& a, T*& b) {
 // row0 a multiple of 8 and col0 of 16: its start address is the corner's, where the swizzle is the
 // identity (the hardware applies the XOR itself, from the address bits). Two strides say where the rest
 // is: 1 KB from one 8-row atom to the next, and 16 KB (one plane) from one 64 columns to the next. The
-// latter matters only when a B operand is read transposed, across both planes (V); for K-major operands
-// (Q, K) every 16 columns lie inside one plane. Addresses and strides are stored in 16-byte units.
+// latter matters only when a B operand is read transposed, across both planes (V, in chapter 10); for
+// K-major operands (Q, K) every 16 columns lie inside one plane. Addresses and strides are stored in
+// 16-byte units.
 template <typename T>
 __device__ unsigned long long smem_descriptor(const T* tile, int row0, int col0) {
     const unsigned address = __cvta_generic_to_shared(&tile[smem_index(row0, col0)]);
@@ -267,8 +296,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;
-    const int warp_row0 = warp * WARP_Q;             // this warp's first row inside the block's tiles
-    const int group_row0 = warp / 4 * GROUP_Q;       // and its warpgroup's
+    const int warp_row0 = warp * WARP_Q;  // this warp's first row inside the block's tiles
+    const int group_row0 = warp / 4 * GROUP_Q;  // and its warpgroup's
     // Grouped heads (GQA, or MQA with one K/V head): n_heads / n_kv_heads query heads in a row share one
     // K/V head. Only the K and V pointers see it.
     const int head = blockIdx.y, kv_head = head / (n_heads / n_kv_heads);
@@ -390,17 +419,17 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
             p_frag[mma_kv][3] = pack_floats<T>(s_acc[2 * mma_kv + 1][2], s_acc[2 * mma_kv + 1][3]);
         }
 
-        // O += P V: one wgmma per 16 keys. It must finish before the barrier that lets this V stage refill.
-        pin_registers(o_acc);
-        pin_registers(p_frag);
-        wgmma_fence();
+        // O += P V.
 #pragma unroll
         for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
-            wgmma_regs_smem<T>(o_acc, p_frag[mma_kv], smem_descriptor(v_tile, mma_kv * MMA_K, 0));
+#pragma unroll
+            for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; mma_n += 2) {  // two n-tiles, 16 dims, per load
+                unsigned v_frag[2][2];
+                load_b_frags_transposed(v_frag, v_tile, mma_kv * MMA_K, mma_n * MMA_N);
+                mma_m16n8k16<T>(o_acc[mma_n], p_frag[mma_kv], v_frag[0]);
+                mma_m16n8k16<T>(o_acc[mma_n + 1], p_frag[mma_kv], v_frag[1]);
+            }
         }
-        wgmma_commit();
-        wgmma_wait<0>();
-        pin_registers(o_acc);
         swap_stages(k_tile, next_k_tile);
         swap_stages(v_tile, next_v_tile);
     }

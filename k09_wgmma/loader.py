@@ -1,4 +1,4 @@
-"""Chapter 9: Hopper's warpgroup matrix multiply (wgmma)."""
+"""Chapter 9: S = Q·Kᵀ on Hopper's warpgroup matrix multiply (wgmma), both operands read from shared memory."""
 
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import torch
 
 from kernels import AttentionKernel
 
-TITLE = "wgmma: Hopper's tensor-core instruction, operands straight from shared memory"
+TITLE = "S = Q·Kᵀ on wgmma: Hopper's tensor-core instruction, operands straight from shared memory"
 
 BLOCK_Q, BLOCK_KV, HEAD_DIM, N_WARPS, STAGES, SMEM_ALIGN = 128, 128, 128, 8, 2, 1024
 KERNEL = AttentionKernel(

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from kernels.build import CUDA_TYPES, BuildError, compile_nvrtc, name_expression
+from kernels.tma import TensorMapError, tensor_map
 
 HEAD_DIM = 128
 # The element types the kernels take, by the names the command line uses.
@@ -116,15 +117,28 @@ class AttentionKernel:
 
     ``arch`` names the one architecture a kernel is built for when it uses instructions of that chip alone
     (``"sm_90a"``: Hopper's wgmma); without it the kernel is built for whichever GPU it runs on.
+
+    ``tensor_map_box`` = (rows, columns) is for a kernel that copies with TMA: it takes q, k and v as tensor
+    maps, built per call, whose copies move that box of one head (see ``kernels.tma``), instead of pointers.
     """
 
-    def __init__(self, source: Path, *, block_q: int, n_threads: int, smem_bytes: int, arch: str | None = None) -> None:
+    def __init__(
+        self,
+        source: Path,
+        *,
+        block_q: int,
+        n_threads: int,
+        smem_bytes: int,
+        arch: str | None = None,
+        tensor_map_box: tuple[int, int] | None = None,
+    ) -> None:
         self.source = source
         self.chapter = source.parent.name
         self.block_q = block_q
         self.n_threads = n_threads
         self.smem_bytes = smem_bytes
         self.arch = arch
+        self.tensor_map_box = tensor_map_box
         self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
 
     def runs_on(self, gpu: str) -> bool:
@@ -161,8 +175,16 @@ class AttentionKernel:
         _, seq_len_k, n_kv_heads, _ = k.shape
         kernel = self._kernel(q.device.index, q.dtype, bool(causal))
         grid = (math.ceil(seq_len_q / self.block_q), n_heads, batch)
+        if self.tensor_map_box is None:
+            inputs = [np.uint64(tensor.data_ptr()) for tensor in (q, k, v)]
+        else:
+            from cupy.cuda.function import CPointer
+
+            maps = self._tensor_maps(q, k, v)  # referenced until the launch below has copied their 128 bytes each
+            inputs = [CPointer(encoded.getPtr()) for encoded in maps]  # CuPy passes the bytes pointed to, by value
         args = (
-            *(np.uint64(tensor.data_ptr()) for tensor in (q, k, v, out)),
+            *inputs,
+            np.uint64(out.data_ptr()),
             *(np.int32(n) for n in (seq_len_q, seq_len_k, n_heads, n_kv_heads)),
             np.float32(1.0 / math.sqrt(head_dim)),
         )
@@ -176,6 +198,13 @@ class AttentionKernel:
         except Exception as error:
             raise KernelError(f"{self.chapter}: launch of grid {grid} failed: {error}") from error
         return out
+
+    def _tensor_maps(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> list:
+        """The TMA tensor maps of q, k and v, or a KernelError naming the chapter and what is missing."""
+        try:
+            return [tensor_map(tensor, *self.tensor_map_box) for tensor in (q, k, v)]
+        except TensorMapError as error:
+            raise KernelError(f"{self.chapter}: {error}") from error
 
     def _kernel(self, device_index: int, dtype: torch.dtype, causal: bool):
         """The loaded kernel for one device, element type and causal flag (compiled and loaded once)."""

@@ -40,9 +40,10 @@ def test_compiles_with_nvcc_without_spills(chapter):
 
 
 def test_build_architectures():
-    """Every chapter up to the wgmma one runs on Ampere and Hopper; wgmma exists on Hopper alone."""
+    """Every chapter up to the wgmma ones (9 on) runs on Ampere and Hopper; wgmma exists on Hopper alone."""
     wgmma = [c for c in CHAPTERS if "wgmma" in c.source.read_text()]
-    assert [c.name for c in wgmma] and all(c.kernel.build_archs() == ("sm_90a",) for c in wgmma)
+    assert [c.number for c in wgmma] == list(range(9, len(CHAPTERS) + 1))
+    assert all(c.kernel.build_archs() == ("sm_90a",) for c in wgmma)
     assert all(c.kernel.build_archs() == ("sm_80", "sm_90") for c in CHAPTERS if c not in wgmma)
     assert wgmma[0].kernel.build_arch("sm_90") == "sm_90a"
     assert wgmma[0].kernel.runs_on("sm_90") and not wgmma[0].kernel.runs_on("sm_80")
@@ -67,18 +68,29 @@ def test_compiles_with_nvrtc_as_loaded(chapter):
 
 
 def source_constant(chapter, name):
-    match = re.search(rf"constexpr int {name} = (\d+);", chapter.source.read_text())
-    return int(match.group(1)) if match else None
+    """A kernel's ``constexpr int``, a number or an expression of its other constants (1 + STAGES); None if absent."""
+    definitions = dict(re.findall(r"constexpr int (\w+) = ([\w\s()+*/-]+);", chapter.source.read_text()))
+    if name not in definitions:
+        return None
+    others = {other: source_constant(chapter, other) for other in re.findall(r"[A-Z_]+", definitions[name])}
+    return eval(definitions[name].replace("/", "//"), {"__builtins__": {}}, others)  # C++ integer division
 
 
 def test_loader_launch_shape_matches_kernel_constants(chapter):
+    """Threads (the N_WARPS that compute, and from chapter 12 a warpgroup that only copies), shared memory (tiles,
+    8-byte mbarriers from chapter 11 on, alignment slack) and, for TMA, the box of one copy: one plane of a tile."""
     block_q, block_kv = source_constant(chapter, "BLOCK_Q"), source_constant(chapter, "BLOCK_KV")
     n_warps, stages = source_constant(chapter, "N_WARPS"), source_constant(chapter, "STAGES") or 1
+    producer_warps = source_constant(chapter, "PRODUCER_WARPS") or 0
+    barriers = source_constant(chapter, "N_BARRIERS") or 0
     slack = source_constant(chapter, "SMEM_ALIGN") or 0  # bytes the kernel may skip to align its tiles
     assert source_constant(chapter, "HEAD_DIM") == HEAD_DIM
     assert chapter.kernel.block_q == block_q
-    assert chapter.kernel.n_threads == n_warps * 32
-    assert chapter.kernel.smem_bytes == (block_q + 2 * stages * block_kv) * HEAD_DIM * 2 + slack
+    assert chapter.kernel.n_threads == (n_warps + producer_warps) * 32
+    assert chapter.kernel.smem_bytes == (block_q + 2 * stages * block_kv) * HEAD_DIM * 2 + barriers * 8 + slack
+    takes_tensor_maps = "__grid_constant__ TensorMap" in chapter.source.read_text()
+    expected_box = (block_kv, source_constant(chapter, "PLANE")) if takes_tensor_maps else None
+    assert chapter.kernel.tensor_map_box == expected_box
 
 
 def needs_aligned_tiles(chapter) -> bool:
@@ -88,8 +100,8 @@ def needs_aligned_tiles(chapter) -> bool:
 
 
 def test_swizzled_absolute_addresses_get_an_aligned_start(chapter):
-    """A kernel that XORs absolute shared addresses (7, 8) or lets wgmma swizzle them (9) rounds its shared-memory
-    start up to 1 KB itself, and its loader reserves the 1 KB that may skip; the others pay for nothing."""
+    """A kernel that XORs absolute shared addresses (7, 8) or lets wgmma and TMA swizzle them (9-12) rounds its
+    shared-memory start up to 1 KB itself, and its loader reserves the 1 KB that may skip; the others pay nothing."""
     source = chapter.source.read_text()
     if needs_aligned_tiles(chapter):
         assert source_constant(chapter, "SMEM_ALIGN") == 1024
@@ -101,7 +113,8 @@ def test_swizzled_absolute_addresses_get_an_aligned_start(chapter):
 
 
 def test_the_chapters_that_need_aligned_tiles():
-    assert [c.number for c in CHAPTERS if needs_aligned_tiles(c)] == [7, 8, 9]
+    """Every chapter from 7 on."""
+    assert [c.number for c in CHAPTERS if needs_aligned_tiles(c)] == list(range(7, len(CHAPTERS) + 1))
 
 
 def sass_text(chapter) -> str:
@@ -173,10 +186,3 @@ def test_chapter7_spends_fewer_integer_instructions(sass, sass_texts):
 
 def test_chapter8_does_twice_the_math_per_loop_step(sass):
     assert total(sass[8], "HMMA") == 2 * total(sass[7], "HMMA")
-
-
-def test_chapter9_multiplies_with_wgmma_from_shared_memory(sass):
-    """Eight HGMMA per product and warpgroup, no mma.sync and no ldmatrix left: wgmma reads shared memory."""
-    assert total(sass[9], "HGMMA") == 2 * HEAD_DIM // 16  # S: 8 steps of 16 dims; O: 8 steps of 16 keys
-    assert total(sass[9], "HMMA") == total(sass[9], "LDSM") == 0
-    assert total(sass[8], "HGMMA") == 0

@@ -78,8 +78,8 @@ def test_profile_counts_exactly_the_tensor_core_instructions_the_math_needs(tmp_
 
 @requires_ncu
 @pytest.mark.skipif(not has_gpu() or gpu_arch(0) != "sm_90", reason="wgmma and cuDNN's Hopper kernel: sm_90 only")
-def test_profile_shows_wgmma_in_chapter_9_and_cudnn(tmp_path):
-    profiles = profiled(tmp_path, "9", "cudnn", batch=4, seq_len=1024, heads=16)
-    assert executed(profiles["k09_wgmma"], "HGMMA") > 0 and executed(profiles["k09_wgmma"], "HMMA") == 0
+def test_profile_shows_wgmma_in_chapter_10_and_cudnn(tmp_path):
+    profiles = profiled(tmp_path, "10", "cudnn", batch=4, seq_len=1024, heads=16)
+    assert executed(profiles["k10_wgmma_pv"], "HGMMA") > 0 and executed(profiles["k10_wgmma_pv"], "HMMA") == 0
     assert executed(profiles["torch cuDNN"], "HGMMA") > 0
     assert "sdpa" in profiles["torch cuDNN"]["kernel"]

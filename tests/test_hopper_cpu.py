@@ -1,0 +1,215 @@
+"""The Hopper chapters (9-12) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
+
+import re
+import sys
+from collections import Counter
+
+import pytest
+import torch
+
+from kernels import KernelError
+from kernels.build import ALL_INSTANCES, compile_nvrtc
+from kernels.launch import AttentionKernel
+from kernels.opcodes import mnemonic
+from kernels.sass import opcodes, resource_usage
+from kernels.tma import TensorMapError, tensor_map
+from tests.conftest import CHAPTERS
+from tests.test_build_cpu import ADDRESS, BRANCH, sass_text, source_constant
+
+by_number = {c.number: c for c in CHAPTERS}
+HOPPER = [9, 10, 11, 12]
+REGISTER_FILE = 65536  # 32-bit registers per SM, shared by the threads of its blocks
+REGISTER_STEP = 8  # registers are allocated per thread in multiples of this
+
+
+@pytest.fixture(scope="module")
+def sass_texts():
+    """SASS of the bf16, non-causal instance of chapters 8-12 for an sm_90 GPU."""
+    return {number: sass_text(by_number[number]) for number in [8, *HOPPER]}
+
+
+@pytest.fixture(scope="module")
+def sass(sass_texts):
+    return {number: opcodes(text) for number, text in sass_texts.items()}
+
+
+def mnemonics(counts: Counter) -> Counter:
+    """Counts by mnemonic: LDSM.16.M88.4 as "LDSM", LDSM.16.MT88.4 as "LDSM.MT88" (the transposing load)."""
+    grouped = Counter()
+    for opcode, n in counts.items():
+        grouped[mnemonic(opcode)] += n
+    return grouped
+
+
+def wgmma_loop(sass: str) -> Counter:
+    """Opcodes of the tile loop: the shortest backward branch around every HGMMA, from its target to the branch.
+
+    Not merely the longest loop: ptxas moves the retry of an mbarrier wait out of line, past the end of the
+    kernel, and branches back from there into the loop.
+    """
+    addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
+    products = [address for address, line in addressed if "HGMMA" in line]
+    loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
+    around = [(start, end) for start, end in loops if start <= min(products) and end >= max(products)]
+    start, end = min(around, key=lambda loop: loop[1] - loop[0])
+    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
+
+
+def test_the_hopper_chapters_are_9_to_12():
+    assert [c.name for c in CHAPTERS if c.number >= 9] == [
+        "k09_wgmma",
+        "k10_wgmma_pv",
+        "k11_tma",
+        "k12_warp_specialized",
+    ]
+    assert all(by_number[n].kernel.arch == "sm_90a" for n in HOPPER)
+
+
+def test_chapter9_computes_s_with_wgmma_and_p_v_with_mma_sync(sass):
+    """S: eight HGMMA per warpgroup (one per 16 head dims), no ldmatrix for Q or K. P V: kernel 8's mma.sync on
+    V's transposed ldmatrix loads, unchanged."""
+    k08, k09 = mnemonics(sass[8]), mnemonics(sass[9])
+    assert k09["HGMMA"] == 128 // 16
+    assert k09["HMMA"] == k08["HMMA"] // 2  # the P V half
+    assert k09["LDSM"] == 0 < k08["LDSM"]  # plain ldmatrix loaded Q and K
+    assert k09["LDSM.MT88"] == k08["LDSM.MT88"] > 0  # V, transposed on the way
+
+
+def test_chapter10_runs_both_products_on_wgmma(sass):
+    """Eight more HGMMA for P V, and neither mma.sync nor ldmatrix left: wgmma reads V from shared memory."""
+    k10 = mnemonics(sass[10])
+    assert k10["HGMMA"] == 2 * 128 // 16
+    assert k10["HMMA"] == k10["LDSM"] == k10["LDSM.MT88"] == 0
+
+
+def test_chapter11_copies_with_tma_and_waits_on_mbarriers(sass, sass_texts):
+    """No cp.async left; in the loop one thread's four TMA copies (two 64-column planes each of K and V), a wait
+    on the stage's mbarrier, and no proxy fence: TMA writes through the proxy wgmma reads through."""
+    k10, k11 = mnemonics(sass[10]), mnemonics(sass[11])
+    assert k10["LDGSTS"] > 0 and k11["LDGSTS"] == 0
+    assert k11["UTMALDG"] > 0
+    loop10, loop11 = mnemonics(wgmma_loop(sass_texts[10])), mnemonics(wgmma_loop(sass_texts[11]))
+    assert loop11["UTMALDG"] == 2 * 2
+    assert any(op.startswith("SYNCS.PHASECHK") for op in wgmma_loop(sass_texts[11]))  # mbarrier.try_wait
+    assert loop10["FENCE"] == 1 and loop11["FENCE"] == 0
+    assert loop10["BAR"] == loop11["BAR"] == 1  # the one block barrier per tile stays
+
+
+def test_chapter12_consumers_loop_without_a_block_barrier(sass, sass_texts):
+    """The consumers' tile loop has no BAR and issues no copy: it waits on the stage's filled barrier and arrives
+    on its free barrier. The producer warpgroup gives registers back, the consumers take them."""
+    loop = wgmma_loop(sass_texts[12])
+    assert mnemonics(loop)["BAR"] == 0
+    assert mnemonics(loop)["UTMALDG"] == 0
+    assert any(op.startswith("SYNCS.PHASECHK") for op in loop) and any(op.startswith("SYNCS.ARRIVE") for op in loop)
+    k12 = sass[12]
+    assert any(op.startswith("USETMAXREG.DEALLOC") for op in k12)
+    assert any(op.startswith("USETMAXREG.TRY_ALLOC") for op in k12)
+    assert mnemonics(k12)["UTMALDG"] > 0
+
+
+def test_chapter12_register_hand_over_balances():
+    """The block starts with the most registers 384 threads can have, and what the producer warpgroup gives back
+    is exactly what the consumers take: with fewer at launch, setmaxnreg.inc would wait for registers forever."""
+    chapter = by_number[12]
+    n_threads = chapter.kernel.n_threads
+    producer_threads = source_constant(chapter, "PRODUCER_WARPS") * 32
+    consumer_threads = source_constant(chapter, "N_WARPS") * 32
+    producer, consumer = re.search(
+        r"constexpr int PRODUCER_REGISTERS = (\d+), CONSUMER_REGISTERS = (\d+);", chapter.source.read_text()
+    ).groups()
+    at_launch = REGISTER_FILE // n_threads // REGISTER_STEP * REGISTER_STEP
+    cubin = compile_nvrtc(chapter.source, chapter.kernel.build_arch("sm_90"))
+    for instance in ALL_INSTANCES:
+        assert resource_usage(cubin)[cubin.lowered_names[instance]]["REG"] == at_launch
+    assert n_threads == producer_threads + consumer_threads
+    assert int(producer) * producer_threads + int(consumer) * consumer_threads == at_launch * n_threads
+
+
+# ---------------------------------------------------------------------------------------------------
+# kernels/tma.py: what the driver is asked to encode, and the errors when it cannot.
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    """cuda-bindings' driver module with cuTensorMapEncodeTiled recording its arguments instead of calling libcuda."""
+    driver = pytest.importorskip("cuda.bindings.driver")
+    calls = []
+
+    def encode(*args):
+        calls.append(args)
+        return driver.CUresult.CUDA_SUCCESS, "encoded"
+
+    monkeypatch.setattr(driver, "cuTensorMapEncodeTiled", encode)
+    monkeypatch.setattr(driver, "calls", calls, raising=False)
+    return driver
+
+
+def values(numbers) -> list[int]:
+    """The integers inside a list of cuuint32_t / cuuint64_t."""
+    return [int(n) for n in numbers]
+
+
+def test_tensor_map_dimensions_innermost_first(driver):
+    """(batch, seq, heads, 128) is (128, heads, seq, batch) to the driver, strides in bytes, a box of one head."""
+    tensor = torch.zeros(3, 200, 5, 128, dtype=torch.float16)
+    assert tensor_map(tensor, 128, 64) == "encoded"
+    [(dtype, rank, address, dims, strides, box, steps, interleave, swizzle, _, fill)] = driver.calls
+    assert dtype == driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    assert (rank, address) == (4, tensor.data_ptr())
+    assert values(dims) == [128, 5, 200, 3]
+    assert values(strides) == [stride * 2 for stride in reversed(tensor.stride()[:3])]
+    assert values(box) == [64, 1, 128, 1] and values(steps) == [1, 1, 1, 1]
+    assert swizzle == driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B
+    assert interleave == driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
+    assert fill == driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE  # zeros past the end
+
+
+def test_tensor_map_takes_bf16(driver):
+    tensor_map(torch.zeros(1, 1, 1, 128, dtype=torch.bfloat16), 128, 64)
+    assert driver.calls[0][0] == driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+
+
+def test_tensor_map_refuses_a_layout_tma_cannot_read(driver):
+    """Strides that are not the contiguous ones, or a box row wider than the 128-byte swizzle."""
+    with pytest.raises(ValueError, match="contiguous, 16-byte aligned"):
+        tensor_map(torch.zeros(1, 128, 2, 8, dtype=torch.bfloat16).transpose(1, 2), 128, 64)
+    with pytest.raises(ValueError, match="at most 128 bytes"):
+        tensor_map(torch.zeros(1, 128, 2, 128, dtype=torch.bfloat16), 128, 128)
+    with pytest.raises(TypeError, match="bfloat16 or torch.float16"):
+        tensor_map(torch.zeros(1, 128, 2, 128), 128, 64)
+    assert driver.calls == []
+
+
+def test_a_refused_map_names_the_driver_error(driver, monkeypatch):
+    refused = driver.CUresult.CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(driver, "cuTensorMapEncodeTiled", lambda *args: (refused, None))
+    with pytest.raises(TensorMapError, match=r"refused dims \(128, 2, 16, 1\).*CUDA_ERROR_INVALID_VALUE"):
+        tensor_map(torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16), 128, 64)
+
+
+def test_without_the_driver_library_the_error_says_so(driver, monkeypatch):
+    """cuda-bindings raises a RuntimeError when libcuda cannot be loaded (a machine without an NVIDIA driver)."""
+
+    def no_driver(*args):
+        raise RuntimeError('"cuda" is an NVIDIA driver library and can only be found via system search')
+
+    monkeypatch.setattr(driver, "cuTensorMapEncodeTiled", no_driver)
+    with pytest.raises(TensorMapError, match="the CUDA driver could not encode a tensor map: .*driver library"):
+        tensor_map(torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16), 128, 64)
+
+
+def test_without_cuda_bindings_the_error_names_the_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)
+    with pytest.raises(TensorMapError, match="pip install 'cuda-bindings"):
+        tensor_map(torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16), 128, 64)
+
+
+def test_a_tma_chapter_names_itself_when_the_maps_cannot_be_made(monkeypatch):
+    """The launch turns a TensorMapError into a KernelError that names the chapter (before anything is launched)."""
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)
+    kernel = AttentionKernel(by_number[11].source, block_q=128, n_threads=256, smem_bytes=0, tensor_map_box=(128, 64))
+    q = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16)
+    with pytest.raises(KernelError, match="k11_tma: TMA copies need the CUDA driver's Python bindings"):
+        kernel._tensor_maps(q, q, q)
