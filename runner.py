@@ -341,9 +341,12 @@ def measure_run(args: argparse.Namespace, seq_len: int, kernels: list[Chapter], 
 
 def measure_runs(args: argparse.Namespace, kernels: list[Chapter]) -> list[Run]:
     """One run per sequence length, with a spinner saying what is being timed."""
+    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True) as progress:
+    # On stderr: stdout carries only the tables, the same as --from-json prints them.
+    spinner = Progress(SpinnerColumn(), TextColumn("{task.description}"), console=Console(stderr=True), transient=True)
+    with spinner as progress:
         return [measure_run(args, seq_len, kernels, progress) for seq_len in args.seq_lens]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from kernels import Chapter, chapters, select
 from kernels.launch import gpu_arch
 from kernels.op import chapter_for
 from reference import SDPA_BACKENDS, AttentionError, attention_error, exact_attention
-from runner import median_ms
+from runner import time_ms
 
 HIDDEN, N_HEADS, N_KV_HEADS, HEAD_DIM = 1024, 16, 8, 128  # Qwen3-0.6B
 ROPE_THETA, RMS_EPS = 1_000_000.0, 1e-6
@@ -140,7 +141,7 @@ class Measurement:
 def measure(run: Run, attention: Attention, exact: torch.Tensor, args: argparse.Namespace) -> Measurement:
     """The error of ``run(attention)`` against ``exact``, and its median time (CUDA events, after warm-up)."""
     error = attention_error(run(attention), exact)
-    return Measurement(median_ms(lambda _: run(attention), args.warmup, args.repeats), error)
+    return Measurement(statistics.median(time_ms(lambda _: run(attention), args.warmup, args.repeats)), error)
 
 
 def measure_torch(run: Run, attention: Attention, exact: torch.Tensor, args: argparse.Namespace) -> Measurement | None:

@@ -57,8 +57,10 @@ stage_profile() {
 
 stage_sanitizer() {
     for tool in $SANITIZER_TOOLS; do  # every chapter, causal and full, at a ragged shape (see scripts/sanitize.py)
+        # --report-api-errors no: cuda-bindings (the TMA chapters' tensor maps) probes the driver for entry points
+        # that may not exist; memcheck would count each failed probe, none of which touches a kernel's memory.
         step "compute-sanitizer $tool" sanitizer.txt \
-            compute-sanitizer --tool "$tool" --error-exitcode 1 "$PYTHON" scripts/sanitize.py
+            compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 1 "$PYTHON" scripts/sanitize.py
     done
 }
 
