@@ -110,6 +110,14 @@ def sweep_table(runs: list[Run]) -> str:
     return markdown(["TFLOP/s", *(f"seq {run.shape['seq_len']}" for run in runs)], lines)
 
 
+# More recorded runs the results page shows when their files exist: heading -> file in results/.
+OTHER_RUNS = {
+    "fp16": "fp16.json",
+    "Grouped K/V heads": "gqa.json",
+    "A KV cache: a block of new queries against longer keys, causal": "kv_cache.json",
+}
+
+
 def results_page(headline: list[Run], causal: list[Run], sweep: list[Run], results: Path) -> str:
     parts = [
         "# Results\n",
@@ -125,6 +133,10 @@ def results_page(headline: list[Run], causal: list[Run], sweep: list[Run], resul
     for heading, runs in (("The ladder at the headline shape", headline), ("Causal", causal)):
         for run in runs:
             parts += [f"## {heading}\n", ladder_block(run, results) + "\n", environment_lines(run) + "\n"]
+    for heading, file_name in OTHER_RUNS.items():
+        if (results / file_name).exists():
+            for run in load_runs(results / file_name):
+                parts += [f"## {heading}\n", ladder_block(run, results) + "\n", environment_lines(run) + "\n"]
     if sweep:
         parts.append("## Sequence-length sweep\n")
         for title, runs in sweep_groups(sweep).items():
