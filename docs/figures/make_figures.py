@@ -887,6 +887,186 @@ def figure_roofline(path: Path, peak_file: Path, run_file: Path) -> None:
     print(f"wrote {path}")
 
 
+# ---------------------------------------------------------------------------------------------------
+# (j) Chapter 10: one P·V step of a warpgroup: P from its threads' registers, V from both planes.
+# ---------------------------------------------------------------------------------------------------
+
+GROUP_ROWS, STEP_KEYS = 64, 16  # a warpgroup's rows, the keys of one wgmma step (its K)
+
+
+def a_fragment_cells(lane: int) -> list[tuple[int, int]]:
+    """The (row, col) elements one lane holds of a warp's (16, 16) A block, in register order: rows g and g + 8,
+    columns 2t, 2t + 1 and 2t + 8, 2t + 9 (mma.sync's A fragment, which wgmma takes from registers)."""
+    g, t = lane // 4, lane % 4
+    return [(row, col + i) for row, col in ((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))
+            for i in range(2)]
+
+
+def figure_wgmma_pv(path: Path) -> None:
+    """Chapter 10: what one wgmma of O += P V reads: P from 128 threads' registers, V from shared memory."""
+    fig, (p_ax, v_ax) = plt.subplots(1, 2, figsize=(13, 6.4), gridspec_kw={"width_ratios": [16, 128]})
+    coarse_axes(p_ax, GROUP_ROWS, STEP_KEYS, "A = P (64, 16), registers", col_step=8, row_step=16,
+                col_label="key (k)")
+    for row in range(GROUP_ROWS):
+        for col in range(STEP_KEYS):
+            box(p_ax, row, col, 1, shade(HUES[row // 16], 0.08 * (col % 8 // 2)), edge="white", linewidth=0.2)
+    for row, col in a_fragment_cells(FOLLOWED_LANE):
+        outline(p_ax, row, col, 1, linewidth=1.4)
+    for warp in range(4):
+        p_ax.text(-5, 16 * warp + 8, f"warp {warp}\nrows\n{16 * warp}-{16 * warp + 15}", va="center", ha="center",
+                  fontsize=8)
+    # V: 16 keys of all 128 dims, stored as two planes; a chunk is 8 dims (16 bytes).
+    coarse_axes(v_ax, STEP_KEYS, 128, "B = V rows 16 mma_kv ... + 15, all 128 dims (16, 128), shared memory\n"
+                "one descriptor: plane 0 at the start address, plane 1 one leading byte offset (16 KB) further",
+                col_step=16, row_step=8, col_label="head dim (n); read transposed: tnspB", row_label="key (k)")
+    for row in range(STEP_KEYS):
+        for chunk in range(128 // 8):
+            plane = chunk // 8
+            box(v_ax, row, 8 * chunk, 8, shade(PLANE_HUES[plane], 0.06 * (row // 8)), str(chunk % 8), fontsize=6)
+    for plane in range(2):
+        for atom in range(2):
+            outline(v_ax, 8 * atom, 64 * plane, 64, 8, color="black", linewidth=1.2)
+        v_ax.text(64 * plane + 32, STEP_KEYS + 1.6, f"plane {plane}: dims {64 * plane}-{64 * plane + 63}, "
+                  f"{'start address' if plane == 0 else '+ 16 KB'}; rows 8-15 + 1 KB (stride byte offset)",
+                  ha="center", va="top", fontsize=8)
+    v_ax.text(64, STEP_KEYS + 4.5, "every warp's P meets the same 16 keys of V; O (64, 128) stays in the 128 threads' "
+              "registers, in the layout of S", ha="center", va="top", fontsize=9)
+    fig.suptitle("One wgmma of O += P·V (m64n128k16): the warpgroup's 128 threads hand in P, the tensor cores "
+                 "read V\nP: lane 5 of warp 0's eight values (its four A registers) outlined; "
+                 "V: labels are the 16-byte chunks of a plane's row", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (k) Chapter 11: who copies a K tile: 256 threads with cp.async (kernel 10), or two TMA copies (kernel 11).
+# ---------------------------------------------------------------------------------------------------
+
+TILE_ROWS, WARPS_THAT_COPY = 128, 8  # a K tile; kernel 10's block
+ROWS_IN_SEQUENCE = 100  # a last tile cut short: rows from here on are past seq_len
+
+
+def cp_async_thread(row: int, chunk: int) -> int:
+    """Kernel 10's load_tile: the thread that copies 16-byte chunk `chunk` of tile row `row` (chunk index
+    i = step * N_THREADS + threadIdx.x, row = i / 16, chunk = i % 16)."""
+    return (row * CHUNKS_PER_ROW + chunk) % (WARPS_THAT_COPY * 32)
+
+
+def figure_tma_copy(path: Path) -> None:
+    """Chapter 11: the chunks of a K tile by the warp whose cp.async copies them, then by the TMA copy."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 7.6))
+    titles = ("kernel 10: 256 threads, 8 cp.async each\ncolour: the warp that copies the 16-byte chunk",
+              "kernel 11: thread 0 asks for two TMA copies\ncolour: the copy, one (128, 64) box = one plane")
+    for ax, title in zip(axes, titles, strict=True):
+        coarse_axes(ax, TILE_ROWS, 8 * CHUNKS_PER_ROW, title, col_step=16, row_step=16,
+                    col_label="head dim (a box: 8 dims, one 16-byte chunk)", row_label="tile row (key)")
+    warp_colors = [shade(HUES[w % 4], 0.3 * (w // 4)) for w in range(WARPS_THAT_COPY)]
+    for row in range(TILE_ROWS):
+        for chunk in range(CHUNKS_PER_ROW):
+            faded = -0.6 if row >= ROWS_IN_SEQUENCE else 0
+            warp = cp_async_thread(row, chunk) // 32
+            box(axes[0], row, 8 * chunk, 8, shade(warp_colors[warp], faded), edge="white", linewidth=0.2)
+            box(axes[1], row, 8 * chunk, 8, shade(PLANE_HUES[chunk // 8], faded), edge="white", linewidth=0.2)
+    notes = ("rows past seq_len: each thread's cp.async\ncopies 0 source bytes and zero-fills",
+             "rows past seq_len: zeros from the copy engine\n(seq_len is a dimension of the map)")
+    for ax, note in zip(axes, notes, strict=True):
+        ax.plot([0, 128], [ROWS_IN_SEQUENCE, ROWS_IN_SEQUENCE], color="black", linewidth=1.6, zorder=6)
+        ax.text(64, (ROWS_IN_SEQUENCE + TILE_ROWS) / 2, note, ha="center", va="center", fontsize=9, zorder=7)
+    for plane in range(2):
+        outline(axes[1], 0, 64 * plane, 64, TILE_ROWS, color="black", linewidth=1.6)
+        axes[1].text(64 * plane + 32, ROWS_IN_SEQUENCE / 2, f"copy {plane}\nbox (64, 1, 128, 1)\nat ({64 * plane}, "
+                     "kv_head, kv0, batch)", ha="center", va="center", fontsize=9, zorder=7)
+    axes[0].legend(handles=[Patch(color=warp_colors[w], label=f"warp {w}") for w in range(WARPS_THAT_COPY)],
+                   loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"A K tile whose sequence ends at row {ROWS_IN_SEQUENCE}, by logical position (both kernels "
+                 "swizzle it the same way)\nkernel 11's two copies, and V's two, count their 64 KB into the "
+                 "stage's mbarrier, which the warps wait on", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (l) Chapter 12: kernel 11's lockstep against a producer warpgroup and per-stage barriers (schematic).
+# ---------------------------------------------------------------------------------------------------
+
+COPY_TILE = 0.9  # one tile's K and V (arbitrary units: a schematic, not a measurement)
+# The two consumer warpgroups' time per tile: the same on average, uneven from tile to tile.
+GROUP_TILE_TIMES = ((1.0, 1.4, 1.0, 1.4, 1.0, 1.4), (1.4, 1.0, 1.4, 1.0, 1.4, 1.0))
+Bar = tuple[str, int, float, float]  # row, tile, start, length
+
+
+def schedule_lockstep(times: tuple[tuple[float, ...], ...] = GROUP_TILE_TIMES) -> list[Bar]:
+    """Kernel 11: a block barrier at the top of each tile, after which thread 0 asks for the next tile; each
+    warpgroup then waits for its tile's copies."""
+    n_tiles = len(times[0])
+    bars, ready, ends = [("copies", 0, 0.0, COPY_TILE)], [COPY_TILE], [0.0] * len(times)
+    for j in range(n_tiles):
+        barrier = max(ends)
+        if j + 1 < n_tiles:
+            start = max(barrier, ready[j])  # the copy engine also finishes tile j's copies first
+            bars.append(("copies", j + 1, start, COPY_TILE))
+            ready.append(start + COPY_TILE)
+        for group, group_times in enumerate(times):
+            start = max(barrier, ready[j])
+            bars.append((f"warpgroup {group}", j, start, group_times[j]))
+            ends[group] = start + group_times[j]
+    return bars
+
+
+def schedule_producer(times: tuple[tuple[float, ...], ...] = GROUP_TILE_TIMES, stages: int = 2) -> list[Bar]:
+    """Kernel 12: the producer refills a stage once every consumer freed it (tile j - stages); each warpgroup
+    goes on with its next tile as soon as that tile's copies are in."""
+    n_tiles = len(times[0])
+    bars, ready, ends = [], [], [[] for _ in times]
+    copies_done = 0.0
+    for j in range(n_tiles):
+        free = max(group_ends[j - stages] for group_ends in ends) if j >= stages else 0.0
+        start = max(free, copies_done)
+        bars.append(("copies", j, start, COPY_TILE))
+        copies_done = start + COPY_TILE
+        ready.append(copies_done)
+        for group, group_times in enumerate(times):
+            start = max(ends[group][-1] if ends[group] else 0.0, ready[j])
+            bars.append((f"warpgroup {group}", j, start, group_times[j]))
+            ends[group].append(start + group_times[j])
+    return bars
+
+
+def figure_warp_specialized(path: Path) -> None:
+    scenarios = [("kernel 11: one block barrier per tile, thread 0 copies after it", schedule_lockstep()),
+                 ("kernel 12: a producer warpgroup, a filled and a free mbarrier per stage", schedule_producer())]
+    colors = {"copies": STEP_COLORS["copy K"], "warpgroup 0": "#dd8452", "warpgroup 1": "#c44e52"}
+    fig, ax = plt.subplots(figsize=(13, 4.6))
+    labels, y = [], 0.0
+    for title, bars in reversed(scenarios):
+        for row in reversed(colors):
+            for name, tile, start, length in bars:
+                if name == row:
+                    ax.broken_barh([(start, length)], (y, 0.8), facecolors=colors[row], edgecolor="white")
+                    ax.text(start + length / 2, y + 0.4, str(tile), ha="center", va="center", fontsize=8,
+                            color="white")
+            labels.append((y + 0.4, row))
+            y += 1.0
+        end = max(start + length for _, _, start, length in bars)
+        ax.text(end + 0.1, y - 2.1, f"done at {end:.1f}", va="center", fontsize=9)
+        ax.text(0, y + 0.05, title, fontsize=10, fontweight="bold", va="bottom")
+        y += 0.9
+    ax.set_yticks([pos for pos, _ in labels], [row for _, row in labels], fontsize=9)
+    ax.set_xlabel("time (schematic units; numbers in the bars are K/V tile indices; the warpgroups' tiles "
+                  "take 1.0 or 1.4 in turn)")
+    ax.set_ylim(-0.3, y)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    ax.set_title("One block's tile loop with two stages: the warpgroups in lockstep, then each at its own pace\n"
+                 "schematic: copies of one tile after another, each warpgroup's tile as one bar", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Regenerate the PNG figures under docs/figures/.")
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "headline.json",
@@ -905,6 +1085,9 @@ def main() -> None:
         "wgmma_layout.png": figure_wgmma_layout,
         "operand_registers.png": figure_operand_registers,
         "ldmatrix_lanes.png": figure_ldmatrix_lanes,
+        "wgmma_pv.png": figure_wgmma_pv,
+        "tma_copy.png": figure_tma_copy,
+        "warp_specialized.png": figure_warp_specialized,
     }
     for name, draw in figures.items():
         draw(FIGURES / name)
