@@ -285,13 +285,18 @@ def profile_title(args: argparse.Namespace) -> str:
     return f"{shape}{', causal' if args.causal else ''} (Nsight Compute, clocks not locked)"
 
 
+def kernel_readings(profile: Profile) -> dict[str, dict]:
+    """The profile's readings of the kernel, without ncu's notes about itself (its profiler__* metrics)."""
+    return {name: asdict(reading) for name, reading in profile.readings.items() if not name.startswith("profiler__")}
+
+
 def save_profiles(profiles: list[Profile], args: argparse.Namespace, path: Path) -> None:
     """The profiles as JSON, every metric by its ncu name, with the shape and the command that measured them."""
     record = {
         "shape": {name: getattr(args, name) for name in ("batch", "seq_len", "heads", "dtype", "causal")},
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "command": "python runner.py " + " ".join(sys.argv[1:]),
-        "profiles": [asdict(profile) for profile in profiles],
+        "profiles": [asdict(profile) | {"readings": kernel_readings(profile)} for profile in profiles],
     }
     path.write_text(json.dumps(record, indent=1) + "\n")
 
