@@ -14,7 +14,7 @@ OUT=${OUT:-out}
 PYTHON=${PYTHON:-python3}
 LADDER_OPTIONS=${LADDER_OPTIONS:-}
 SWEEP=512,1024,2048,4096,8192,16384
-PROFILED="5 6 7 8 9 fa2 cudnn"
+PROFILED="5 6 7 8 9 10 11 12 fa2 cudnn"
 SANITIZER_TOOLS="memcheck racecheck synccheck"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
