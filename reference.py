@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.attention.bias import causal_lower_right
 
 # Torch's SDPA backends shown on the ladder; the first is the reference the percentages are of.
 SDPA_BACKENDS: dict[str, SDPBackend | None] = {
@@ -37,6 +36,9 @@ def sdpa(
     """
     options: dict[str, object] = {"enable_gqa": k.shape[2] != q.shape[2]}
     if causal and q.shape[1] != k.shape[1]:
+        # Imported here: torch.nn.attention.bias brings in torch's compiler, seconds at start-up for every command.
+        from torch.nn.attention.bias import causal_lower_right
+
         options["attn_mask"] = causal_lower_right(q.shape[1], k.shape[1])
     else:
         options["is_causal"] = causal
