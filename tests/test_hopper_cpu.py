@@ -1,4 +1,4 @@
-"""The Hopper chapters (9-12) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
+"""The Hopper chapters (9-14) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
 import importlib.util
 import re
@@ -20,14 +20,14 @@ from tests.test_build_cpu import ADDRESS, BRANCH, sass_text, source_constant
 
 ROOT = Path(__file__).resolve().parent.parent
 by_number = {c.number: c for c in CHAPTERS}
-HOPPER = [9, 10, 11, 12]
+HOPPER = [9, 10, 11, 12, 13, 14]
 REGISTER_FILE = 65536  # 32-bit registers per SM, shared by the threads of its blocks
 REGISTER_STEP = 8  # registers are allocated per thread in multiples of this
 
 
 @pytest.fixture(scope="module")
 def sass_texts():
-    """SASS of the bf16, non-causal instance of chapters 8-12 for an sm_90 GPU."""
+    """SASS of the bf16, non-causal instance of chapters 8-14 for an sm_90 GPU."""
     return {number: sass_text(by_number[number]) for number in [8, *HOPPER]}
 
 
@@ -45,25 +45,31 @@ def mnemonics(counts: Counter) -> Counter:
 
 
 def wgmma_loop(sass: str) -> Counter:
-    """Opcodes of the tile loop: the shortest backward branch around every HGMMA, from its target to the branch.
+    """Opcodes of the tile loop: the shortest backward branch around the most HGMMA, from its target to the branch.
 
-    Not merely the longest loop: ptxas moves the retry of an mbarrier wait out of line, past the end of the
-    kernel, and branches back from there into the loop.
+    Only branches before the last EXIT count: ptxas moves the retry of an mbarrier wait out of line, past the
+    end of the kernel, and branches back from there into the loop. Not every HGMMA is in the loop either:
+    kernel 14 issues tile 0's S before its loop and the last P V after it.
     """
     addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
     products = [address for address, line in addressed if "HGMMA" in line]
+    last_exit = max(address for address, line in addressed if re.search(r"\bEXIT\b", line))
     loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
-    around = [(start, end) for start, end in loops if start <= min(products) and end >= max(products)]
-    start, end = min(around, key=lambda loop: loop[1] - loop[0])
+    loops = [(start, end) for start, end in loops if start < end <= last_exit]
+    inside = {loop: sum(loop[0] <= address <= loop[1] for address in products) for loop in loops}
+    most = max(inside.values())
+    start, end = min((loop for loop in loops if inside[loop] == most), key=lambda loop: loop[1] - loop[0])
     return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
 
 
-def test_the_hopper_chapters_are_9_to_12():
+def test_the_hopper_chapters_are_9_to_14():
     assert [c.name for c in CHAPTERS if c.number >= 9] == [
         "k09_wgmma",
         "k10_wgmma_pv",
         "k11_tma",
         "k12_warp_specialized",
+        "k13_descriptors",
+        "k14_overlap",
     ]
     assert all(by_number[n].kernel.arch == "sm_90a" for n in HOPPER)
 
@@ -109,6 +115,30 @@ def test_chapter12_consumers_loop_without_a_block_barrier(sass, sass_texts):
     assert any(op.startswith("USETMAXREG.DEALLOC") for op in k12)
     assert any(op.startswith("USETMAXREG.TRY_ALLOC") for op in k12)
     assert mnemonics(k12)["UTMALDG"] > 0
+
+
+def test_chapter13_keeps_the_descriptors_in_uniform_registers(sass_texts):
+    """Kernel 12 computes each wgmma's descriptors per lane and moves them to uniform registers (R2UR) inside the
+    tile loop; kernel 13 makes them before the loop, from a warp index the compiler knows is uniform."""
+    loop12, loop13 = mnemonics(wgmma_loop(sass_texts[12])), mnemonics(wgmma_loop(sass_texts[13]))
+    assert loop12["HGMMA"] == loop13["HGMMA"] == 2 * 128 // 16
+    assert loop12["R2UR"] >= loop12["HGMMA"]  # at least one move per wgmma
+    assert loop13["R2UR"] == 0
+    assert opcodes(sass_texts[13])["SHFL.IDX"] > opcodes(sass_texts[12])["SHFL.IDX"]  # the warp index, from lane 0
+
+
+def test_chapter14_waits_for_s_while_p_v_runs(sass_texts):
+    """In kernel 14's loop both products are issued, S first, and the first wait leaves one group (P V) in flight:
+    WARPGROUP.DEPBAR.LE gsb0, 0x1. Tile 0's S and the last P V are outside the loop, eight HGMMA each. One lane per
+    warp frees a stage of K and one of V."""
+    loop = wgmma_loop(sass_texts[14])
+    assert mnemonics(loop)["HGMMA"] == 2 * 128 // 16
+    assert mnemonics(opcodes(sass_texts[14]))["HGMMA"] == 4 * 128 // 16
+    waits = [line.split(";")[0].split()[-1] for line in sass_texts[14].splitlines() if "WARPGROUP.DEPBAR" in line]
+    assert "0x1" in waits and "0x0" in waits
+    assert sum(n for op, n in loop.items() if op.startswith("SYNCS.ARRIVE")) == 2  # K's and V's free barriers
+    source = by_number[14].source.read_text()
+    assert "mbarrier_init(&k_free[stage], N_WARPS);" in source and "if (lane == 0) mbarrier_arrive" in source
 
 
 def test_chapter12_register_hand_over_balances():
