@@ -293,3 +293,14 @@ def test_the_producer_schedule_keeps_the_barriers_rules(figures):
             starts.setdefault(tile, set()).add(start)
     assert all(len(both) == 1 for both in starts.values())
     assert max(start + length for *_, start, length in bars) <= max(start + length for *_, start, length in lockstep)
+
+
+def test_chapter14_ablation_differs_from_kernel14_only_in_its_descriptors(sass_texts):
+    """The variant without chapter 13's descriptors runs kernel 14's loop, S and P V issued back to back, but moves
+    a descriptor to uniform registers for every wgmma, as kernel 12 does (docs/ablations/ch14_overlap)."""
+    from kernels.ablations import find_ablation
+
+    variant = next(c for c in find_ablation("14").contenders if c.name == "k14_rebuilt_descriptors")
+    loop14, loop_variant = mnemonics(wgmma_loop(sass_texts[14])), mnemonics(wgmma_loop(sass_text(variant)))
+    assert loop_variant["HGMMA"] == loop14["HGMMA"] == 2 * 128 // 16
+    assert loop14["R2UR"] == 0 and loop_variant["R2UR"] >= loop_variant["HGMMA"]
