@@ -131,6 +131,7 @@ class AttentionKernel:
         smem_bytes: int,
         arch: str | None = None,
         tensor_map_box: tuple[int, int] | None = None,
+        persistent: bool = False,
     ) -> None:
         self.source = source
         self.chapter = source.parent.name
@@ -139,6 +140,7 @@ class AttentionKernel:
         self.smem_bytes = smem_bytes
         self.arch = arch
         self.tensor_map_box = tensor_map_box
+        self.persistent = persistent
         self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
 
     def runs_on(self, gpu: str) -> bool:
@@ -175,6 +177,8 @@ class AttentionKernel:
         _, seq_len_k, n_kv_heads, _ = k.shape
         kernel = self._kernel(q.device.index, q.dtype, bool(causal))
         grid = (math.ceil(seq_len_q / self.block_q), n_heads, batch)
+        if self.persistent:
+            grid = (min(math.prod(grid), torch.cuda.get_device_properties(q.device).multi_processor_count), 1, 1)
         if self.tensor_map_box is None:
             inputs = [np.uint64(tensor.data_ptr()) for tensor in (q, k, v)]
         else:
@@ -187,6 +191,7 @@ class AttentionKernel:
             np.uint64(out.data_ptr()),
             *(np.int32(n) for n in (seq_len_q, seq_len_k, n_heads, n_kv_heads)),
             np.float32(1.0 / math.sqrt(head_dim)),
+            *((np.int32(batch),) if self.persistent else ()),
         )
         import cupy
 
