@@ -154,6 +154,7 @@ def test_launch_error_names_the_chapter(chapter):
         smem_bytes=kernel.smem_bytes,
         arch=kernel.arch,
         tensor_map_box=kernel.tensor_map_box,
+        persistent=kernel.persistent,
     )
     q, k, v = random_qkv(1, 100, 2, torch.bfloat16)
     with pytest.raises(KernelError, match=f"{chapter.name}: launch of grid"):
