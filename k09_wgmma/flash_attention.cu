@@ -1,14 +1,10 @@
 // Chapter 9: S = Q K^T on Hopper's warpgroup matrix multiply (wgmma).
 //
-// mma.sync is Ampere's instruction: one warp, a (16, 8) tile, operands moved into registers by ldmatrix
-// first. wgmma is the instruction Hopper's tensor cores were built for: the four warps of a warpgroup
-// issue one (64, 16) x (16, 128) product together, it reads its operands straight from shared memory
-// through 64-bit descriptors, and it runs asynchronously until a wait. Here S = Q K^T moves onto it: Q
-// stays in shared memory, and the ldmatrix loads of Q and K disappear. wgmma reads its own swizzled
-// layout, 64-column planes of 128-byte rows, so every tile takes it, and V's ldmatrix addresses follow.
-// In the diff: wgmma with its fence, commit and wait, a descriptor per operand, the planes in smem_index()
-// and block_address(), and a proxy fence before the barrier. The softmax and P V are kernel 8's.
-// wgmma exists on sm_90a alone: this chapter runs on Hopper GPUs only.
+// wgmma is the instruction Hopper's tensor cores were built for (sm_90a only): a warpgroup of four warps
+// issues one (64, 16) x (16, 128) product that reads both operands straight from shared memory, through
+// descriptors, and runs until a wait. S = Q K^T moves onto it, so the ldmatrix loads of Q and K disappear,
+// and every tile takes the layout wgmma reads: 64-column planes of 128-byte rows.
+// In the diff: wgmma with its fence, commit and wait, descriptors, the planes, and a proxy fence.
 // Left for later: P V on wgmma too (10).
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,

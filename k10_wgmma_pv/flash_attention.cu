@@ -1,13 +1,9 @@
 // Chapter 10: O += P V on wgmma too.
 //
-// Kernel 9 computes S on wgmma, but P V is still Ampere's: every warp loads V's fragments with
-// ldmatrix.trans and issues mma.sync on them, sixteen (16, 8) products per 16 keys. wgmma takes its A
-// operand from registers as well, in mma.sync's A-fragment layout, which is exactly where the softmax
-// leaves P, and reads B = V from shared memory through a descriptor, transposed by the hardware: one bit
-// of the instruction. So P V becomes eight wgmmas per warpgroup and tile, and no fragment is loaded.
-// In the diff: a register-A wgmma replaces mma_m16n8k16, descriptors replace ldmatrix.trans, and O and P
-// are pinned around the fence and the wait. The layout, the copies and the softmax are kernel 9's.
-// wgmma exists on sm_90a alone: this chapter runs on Hopper GPUs only.
+// In kernel 9 P V is still Ampere's: per warp and 16 keys, ldmatrix.trans loads of V and sixteen mma.sync.
+// wgmma can take A from registers, in mma.sync's A-fragment layout, which is where the softmax leaves P,
+// and read B = V from shared memory, transposed by the hardware: eight wgmmas per warpgroup and tile.
+// In the diff: a register-A wgmma for mma_m16n8k16, a descriptor for ldmatrix.trans, O and P pinned.
 // Left for later: copies by the Tensor Memory Accelerator (11), and a warpgroup that only copies (12).
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,

@@ -1,15 +1,10 @@
 // Chapter 11: tiles copied by the Tensor Memory Accelerator (TMA).
 //
-// Up to kernel 10 all 256 threads copy every tile: each computes the global and swizzled shared addresses
-// of its 16-byte chunks and issues cp.async for them, 8 per thread per K or V tile, then waits for its own
-// copies and fences them for the tensor cores before the barrier. Hopper's TMA moves a whole box of a
-// tensor in one instruction issued by one thread: the tensor's shape, strides and the 128-byte swizzle
-// are described once, on the host, in a tensor map; the copy engine writes the box in wgmma's layout,
-// fills rows past the end of the sequence with zeros, and counts the bytes it wrote on an mbarrier that
-// the warps wait on. The copies leave the threads' instruction stream; the one barrier per tile stays.
-// In the diff: tensor maps instead of pointers for q, k and v; mbarriers and a TMA copy instead of the
-// cp.async wrappers; one thread issuing each tile's copies; a wait on the tile's mbarrier instead of
-// cp_async_wait and the proxy fence.
+// Up to kernel 10 every thread copies: it computes the addresses of its 16-byte chunks, issues cp.async,
+// waits for its own copies and fences them for the tensor cores. The TMA copies a whole box of a tensor on
+// one thread's instruction, as a tensor map made on the host describes it (shape, strides, the 128-byte
+// swizzle, zeros past the end), and counts the bytes that land on an mbarrier the warps wait on.
+// In the diff: tensor maps for q, k and v; TMA copies from one thread; mbarrier waits, no cp.async or fence.
 // Left for later: a warpgroup that only copies, so that no block-wide barrier is left in the loop (12).
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,
