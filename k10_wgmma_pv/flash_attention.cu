@@ -6,9 +6,8 @@
 // In the diff: a register-A wgmma for mma_m16n8k16, a descriptor for ldmatrix.trans, O and P pinned.
 // Left for later: copies by the Tensor Memory Accelerator (11), and a warpgroup that only copies (12).
 //
-// One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,
-// each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads,
-// HEAD_DIM).
+// One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
+// q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads, HEAD_DIM).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

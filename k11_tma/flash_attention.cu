@@ -7,9 +7,8 @@
 // In the diff: tensor maps for q, k and v; TMA copies from one thread; mbarrier waits, no cp.async or fence.
 // Left for later: a warpgroup that only copies, so that no block-wide barrier is left in the loop (12).
 //
-// One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,
-// each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads,
-// HEAD_DIM).
+// One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
+// q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads, HEAD_DIM).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
