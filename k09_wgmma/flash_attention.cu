@@ -19,10 +19,10 @@ constexpr int BLOCK_Q = 128;   // query rows per block
 constexpr int BLOCK_KV = 128;  // key/value rows per step of the main loop
 constexpr int N_WARPS = 8;
 constexpr int N_THREADS = N_WARPS * 32;
-constexpr int MMA_M = 16;  // mma.sync.m16n8k16's tile: per warp, wgmma's fragments keep its layout
+constexpr int MMA_M = 16;  // one mma.sync.m16n8k16: an (MMA_M, MMA_K) x (MMA_K, MMA_N) product per warp
 constexpr int MMA_N = 8;
 constexpr int MMA_K = 16;
-constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16: the rows of a warp's slice of its warpgroup's tile
+constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16 = MMA_M: one mma row tile per warp
 constexpr int GROUP_Q = 4 * WARP_Q;        // 64: the rows of one warpgroup, the M of every wgmma
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
@@ -159,10 +159,10 @@ __device__ int smem_index(int row, int col) {
 }
 
 // The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
-// more than the tiles take). block_address() XORs absolute shared-memory addresses, and wgmma swizzles them
-// in 1 KB atoms, which is right only if each tile starts with the XORed bits clear; the tiles are whole
-// multiples of 1 KB, so an aligned start is enough. __align__ on an extern array does not promise where a
-// block's dynamic shared memory begins, so the kernel rounds it up itself.
+// more than the tiles take). block_address() XORs absolute shared-memory addresses, which is right only if
+// each tile starts with the XORed bits clear; the tiles are whole multiples of 1 KB, so an aligned start
+// is enough. __align__ on an extern array does not promise where a block's dynamic shared memory begins,
+// so the kernel rounds it up itself.
 __device__ unsigned char* aligned_smem(unsigned char* smem) {
     const unsigned address = __cvta_generic_to_shared(smem);
     return smem + (SMEM_ALIGN - address % SMEM_ALIGN) % SMEM_ALIGN;
@@ -248,9 +248,9 @@ __device__ unsigned block_address(const T* tile, int row0, int col0) {
     return (lane_address ^ (col0 % PLANE * sizeof(T))) + (col0 / PLANE * BLOCK_KV + row0) * PLANE * sizeof(T);
 }
 
-// B operands of two n-tiles from a (16, 16) block stored (k, n), as V is (key, dim): frag[j] is columns
-// col0 + 8j ... + 7. Lane: column g x rows 2t, 2t + 1 (register 0) and 2t + 8, 2t + 9 (register 1).
-// .trans turns each matrix, and the register order turns the (2, 2) arrangement of matrices: n-tile 0
+// B fragments from a block stored (k, n), as V is (key, dim): frag[j] is columns col0 + 8j ... + 7. Lane:
+// column g x rows 2t, 2t + 1 (register 0) and 2t + 8, 2t + 9 (register 1). .trans turns each matrix, and
+// the register order, frag[0]'s two registers then frag[1]'s, turns the (2, 2) arrangement of matrices: n-tile 0
 // is (top-left, bottom-left) and n-tile 1 is (top-right, bottom-right).
 template <typename T>
 __device__ void load_b_frags_transposed(unsigned (&frag)[2][2], const T* tile, int row0, int col0) {
@@ -313,8 +313,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
     const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
 
-    // Q stays in shared memory, where every tile's wgmma reads it. Tile 0's K and V start copying behind
-    // it; the first wait of the loop waits for all three.
+    // Q stays in shared memory, where every tile's wgmma reads it once it has landed. Tile 0's
+    // K and V start copying behind it.
     load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len_q, q_stride);
     cp_async_commit();
     load_tile<BLOCK_KV>(k_smem, k_head, 0, seq_len_k, kv_stride);

@@ -283,8 +283,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
     const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
 
-    // Q stays in shared memory, where every tile's wgmma reads it. Tile 0's K and V start copying behind
-    // it; the first wait of the loop waits for all three.
+    // Q stays in shared memory, where every tile's wgmma reads it once it has landed. Tile 0's
+    // K and V start copying behind it.
     load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len_q, q_stride);
     cp_async_commit();
     load_tile<BLOCK_KV>(k_smem, k_head, 0, seq_len_k, kv_stride);

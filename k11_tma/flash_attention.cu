@@ -305,9 +305,10 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
     const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
 
-    // Q stays in shared memory, where every tile's wgmma reads it. One thread sets up the barriers, each
-    // completed by its own arrival and the bytes of its copies, and asks for Q and tile 0's K and V; the
-    // block barrier publishes the barriers before anyone waits on them.
+    // Q stays in shared memory, where every tile's wgmma reads it once it has landed. Tile 0's
+    // K and V start copying behind it.
+    // One thread sets up the barriers, each completed by its own arrival and the bytes of its copies, and
+    // issues the copies; the block barrier publishes the barriers before anyone waits on them.
     constexpr int TILE_BYTES = BLOCK_KV * HEAD_DIM * sizeof(T);
     if (threadIdx.x == 0) {
         mbarrier_init(q_barrier, 1);
