@@ -188,8 +188,7 @@ __device__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// The tensor cores read shared memory through the "async proxy", a path of its own: writes a thread made
-// through the ordinary one (its cp.async copies too) reach it only after this fence, before the barrier.
+// wgmma reads shared memory through the async proxy: a thread's cp.async writes reach it only after this fence.
 __device__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -265,9 +264,8 @@ __device__ void load_b_frags_transposed(unsigned (&frag)[2][2], const T* tile, i
 // row0 a multiple of 8 and col0 of 16: its start address is the corner's, where the swizzle is the
 // identity (the hardware applies the XOR itself, from the address bits). Two strides say where the rest
 // is: 1 KB from one 8-row atom to the next, and 16 KB (one plane) from one 64 columns to the next. The
-// latter matters only when a B operand is read transposed, across both planes (V, in chapter 10); for
-// K-major operands (Q, K) every 16 columns lie inside one plane. Addresses and strides are stored in
-// 16-byte units.
+// latter matters only when a B operand is read transposed, across both planes (V); for K-major operands
+// (Q, K) every 16 columns lie inside one plane. Addresses and strides are stored in 16-byte units.
 template <typename T>
 __device__ unsigned long long smem_descriptor(const T* tile, int row0, int col0) {
     const unsigned address = __cvta_generic_to_shared(&tile[smem_index(row0, col0)]);

@@ -194,8 +194,7 @@ __device__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// The tensor cores read shared memory through the "async proxy", a path of its own: writes a thread made
-// through the ordinary one (its cp.async copies too) reach it only after this fence, before the barrier.
+// wgmma reads shared memory through the async proxy: a thread's cp.async writes reach it only after this fence.
 __device__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
