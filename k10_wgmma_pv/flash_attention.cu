@@ -165,8 +165,8 @@ __device__ int smem_index(int row, int col) {
 }
 
 // The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
-// more than the tiles take). wgmma applies its swizzle to absolute shared-memory addresses, in 1 KB atoms
-// that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
+// more than the tiles take). wgmma applies its swizzle to absolute shared-memory addresses, in
+// 1 KB atoms that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
 // __align__ on an extern array does not promise where a block's dynamic shared memory begins, so the
 // kernel rounds it up itself.
 __device__ unsigned char* aligned_smem(unsigned char* smem) {
