@@ -279,7 +279,7 @@ __device__ unsigned long long smem_descriptor(const T* tile, int row0, int col0)
 // ---------------------------------------------------------------------------------------------------
 
 template <typename T, bool CAUSAL>
-__global__ void __launch_bounds__(N_THREADS, 1)
+__global__ void __launch_bounds__(N_THREADS)
 flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
                 int seq_len_q, int seq_len_k, int n_heads, int n_kv_heads, float softmax_scale) {
     extern __shared__ __align__(16) unsigned char smem[];
