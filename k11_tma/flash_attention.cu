@@ -341,7 +341,8 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     unsigned long long* next_tile_barrier = &kv_barrier[1];
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int kv0 = tile * BLOCK_KV;
-        // Every warp is done with tile - 1, whose stage the copies below refill. The only barrier of the loop.
+        // No copy is waited for here: the barrier tells that every warp is done with tile - 1, whose stage the
+        // copies below refill. The only barrier of the loop.
         __syncthreads();
         if (threadIdx.x == 0 && tile + 1 < n_tiles) {
             mbarrier_arrive_expect_bytes(next_tile_barrier, 2 * TILE_BYTES);
