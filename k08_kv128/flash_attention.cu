@@ -2,9 +2,8 @@
 //
 // Part of each tile's cost does not grow with the tile: the barrier and the wait for the copies, the
 // shuffles for each row's max, the rescale of all O accumulators, the loop and pointer bookkeeping. With
-// 128 keys per tile it is paid half as often. The price is registers (S for 128 keys is 64 floats per
-// thread) and shared memory (two stages of 128-row K and V tiles); kernel 7's cheaper addressing is what
-// leaves room for them.
+// 128 keys per tile it is paid half as often, for more registers (S is 64 floats per thread) and shared
+// memory (two stages of 128-row K and V tiles): room that kernel 7's cheaper addressing left free.
 // In the diff: one constant, BLOCK_KV; every loop over keys follows it.
 // Left for later: Hopper's own tensor-core instructions, which read shared memory directly (9).
 //

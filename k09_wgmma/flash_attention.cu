@@ -1,19 +1,14 @@
 // Chapter 9: S = Q K^T on Hopper's warpgroup matrix multiply (wgmma).
 //
-// mma.sync is Ampere's instruction: one warp, a (16, 8) tile, operands moved into registers by ldmatrix
-// first. wgmma is the instruction Hopper's tensor cores were built for: the four warps of a warpgroup
-// issue one (64, 16) x (16, 128) product together, it reads its operands straight from shared memory
-// through 64-bit descriptors, and it runs asynchronously until a wait. Here S = Q K^T moves onto it: Q
-// stays in shared memory, and the ldmatrix loads of Q and K disappear. wgmma reads its own swizzled
-// layout, 64-column planes of 128-byte rows, so every tile takes it, and V's ldmatrix addresses follow.
-// In the diff: wgmma with its fence, commit and wait, a descriptor per operand, the planes in smem_index()
-// and block_address(), and a proxy fence before the barrier. The softmax and P V are kernel 8's.
-// wgmma exists on sm_90a alone: this chapter runs on Hopper GPUs only.
+// wgmma is the instruction Hopper's tensor cores were built for (sm_90a only): a warpgroup of four warps
+// issues one (64, 16) x (16, 128) product that reads both operands straight from shared memory, through
+// descriptors, and runs until a wait. S = Q K^T moves onto it, so the ldmatrix loads of Q and K disappear,
+// and every tile takes the layout wgmma reads: 64-column planes of 128-byte rows.
+// In the diff: wgmma with its fence, commit and wait, descriptors, the planes, and a proxy fence.
 // Left for later: P V on wgmma too (10).
 //
-// One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,
-// each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads,
-// HEAD_DIM).
+// One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
+// q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads, HEAD_DIM).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -24,10 +19,10 @@ constexpr int BLOCK_Q = 128;   // query rows per block
 constexpr int BLOCK_KV = 128;  // key/value rows per step of the main loop
 constexpr int N_WARPS = 8;
 constexpr int N_THREADS = N_WARPS * 32;
-constexpr int MMA_M = 16;  // mma.sync.m16n8k16's tile: per warp, wgmma's fragments keep its layout
+constexpr int MMA_M = 16;  // one mma.sync.m16n8k16: an (MMA_M, MMA_K) x (MMA_K, MMA_N) product per warp
 constexpr int MMA_N = 8;
 constexpr int MMA_K = 16;
-constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16: the rows of a warp's slice of its warpgroup's tile
+constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16 = MMA_M: one mma row tile per warp
 constexpr int GROUP_Q = 4 * WARP_Q;        // 64: the rows of one warpgroup, the M of every wgmma
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
@@ -164,10 +159,10 @@ __device__ int smem_index(int row, int col) {
 }
 
 // The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
-// more than the tiles take). block_address() XORs absolute shared-memory addresses, and wgmma swizzles them
-// in 1 KB atoms, which is right only if each tile starts with the XORed bits clear; the tiles are whole
-// multiples of 1 KB, so an aligned start is enough. __align__ on an extern array does not promise where a
-// block's dynamic shared memory begins, so the kernel rounds it up itself.
+// more than the tiles take). block_address() XORs absolute shared-memory addresses, which is right only if
+// each tile starts with the XORed bits clear; the tiles are whole multiples of 1 KB, so an aligned start
+// is enough. __align__ on an extern array does not promise where a block's dynamic shared memory begins,
+// so the kernel rounds it up itself.
 __device__ unsigned char* aligned_smem(unsigned char* smem) {
     const unsigned address = __cvta_generic_to_shared(smem);
     return smem + (SMEM_ALIGN - address % SMEM_ALIGN) % SMEM_ALIGN;
@@ -193,8 +188,7 @@ __device__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// The tensor cores read shared memory through the "async proxy", a path of its own: writes a thread made
-// through the ordinary one (its cp.async copies too) reach it only after this fence, before the barrier.
+// wgmma reads shared memory through the async proxy: a thread's cp.async writes reach it only after this fence.
 __device__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -253,9 +247,9 @@ __device__ unsigned block_address(const T* tile, int row0, int col0) {
     return (lane_address ^ (col0 % PLANE * sizeof(T))) + (col0 / PLANE * BLOCK_KV + row0) * PLANE * sizeof(T);
 }
 
-// B operands of two n-tiles from a (16, 16) block stored (k, n), as V is (key, dim): frag[j] is columns
-// col0 + 8j ... + 7. Lane: column g x rows 2t, 2t + 1 (register 0) and 2t + 8, 2t + 9 (register 1).
-// .trans turns each matrix, and the register order turns the (2, 2) arrangement of matrices: n-tile 0
+// B fragments from a block stored (k, n), as V is (key, dim): frag[j] is columns col0 + 8j ... + 7. Lane:
+// column g x rows 2t, 2t + 1 (register 0) and 2t + 8, 2t + 9 (register 1). .trans turns each matrix, and
+// the register order, frag[0]'s two registers then frag[1]'s, turns the (2, 2) arrangement of matrices: n-tile 0
 // is (top-left, bottom-left) and n-tile 1 is (top-right, bottom-right).
 template <typename T>
 __device__ void load_b_frags_transposed(unsigned (&frag)[2][2], const T* tile, int row0, int col0) {
@@ -270,9 +264,8 @@ __device__ void load_b_frags_transposed(unsigned (&frag)[2][2], const T* tile, i
 // row0 a multiple of 8 and col0 of 16: its start address is the corner's, where the swizzle is the
 // identity (the hardware applies the XOR itself, from the address bits). Two strides say where the rest
 // is: 1 KB from one 8-row atom to the next, and 16 KB (one plane) from one 64 columns to the next. The
-// latter matters only when a B operand is read transposed, across both planes (V, in chapter 10); for
-// K-major operands (Q, K) every 16 columns lie inside one plane. Addresses and strides are stored in
-// 16-byte units.
+// latter matters only when a B operand is read transposed, across both planes (V); for K-major operands
+// (Q, K) every 16 columns lie inside one plane. Addresses and strides are stored in 16-byte units.
 template <typename T>
 __device__ unsigned long long smem_descriptor(const T* tile, int row0, int col0) {
     const unsigned address = __cvta_generic_to_shared(&tile[smem_index(row0, col0)]);
@@ -286,7 +279,7 @@ __device__ unsigned long long smem_descriptor(const T* tile, int row0, int col0)
 // ---------------------------------------------------------------------------------------------------
 
 template <typename T, bool CAUSAL>
-__global__ void __launch_bounds__(N_THREADS, 1)
+__global__ void __launch_bounds__(N_THREADS)
 flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
                 int seq_len_q, int seq_len_k, int n_heads, int n_kv_heads, float softmax_scale) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -318,8 +311,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
     const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
 
-    // Q stays in shared memory, where every tile's wgmma reads it. Tile 0's K and V start copying behind
-    // it; the first wait of the loop waits for all three.
+    // Q stays in shared memory, where every tile's wgmma reads it once it has landed. Tile 0's
+    // K and V start copying behind it.
     load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len_q, q_stride);
     cp_async_commit();
     load_tile<BLOCK_KV>(k_smem, k_head, 0, seq_len_k, kv_stride);

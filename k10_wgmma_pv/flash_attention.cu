@@ -1,18 +1,13 @@
 // Chapter 10: O += P V on wgmma too.
 //
-// Kernel 9 computes S on wgmma, but P V is still Ampere's: every warp loads V's fragments with
-// ldmatrix.trans and issues mma.sync on them, sixteen (16, 8) products per 16 keys. wgmma takes its A
-// operand from registers as well, in mma.sync's A-fragment layout, which is exactly where the softmax
-// leaves P, and reads B = V from shared memory through a descriptor, transposed by the hardware: one bit
-// of the instruction. So P V becomes eight wgmmas per warpgroup and tile, and no fragment is loaded.
-// In the diff: a register-A wgmma replaces mma_m16n8k16, descriptors replace ldmatrix.trans, and O and P
-// are pinned around the fence and the wait. The layout, the copies and the softmax are kernel 9's.
-// wgmma exists on sm_90a alone: this chapter runs on Hopper GPUs only.
+// In kernel 9 P V is still Ampere's: per warp and 16 keys, ldmatrix.trans loads of V and sixteen mma.sync.
+// wgmma can take A from registers, in mma.sync's A-fragment layout, which is where the softmax leaves P,
+// and read B = V from shared memory, transposed by the hardware: eight wgmmas per warpgroup and tile.
+// In the diff: a register-A wgmma for mma_m16n8k16, a descriptor for ldmatrix.trans, O and P pinned.
 // Left for later: copies by the Tensor Memory Accelerator (11), and a warpgroup that only copies (12).
 //
-// One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,
-// each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads,
-// HEAD_DIM).
+// One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
+// q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads, HEAD_DIM).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -170,8 +165,8 @@ __device__ int smem_index(int row, int col) {
 }
 
 // The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
-// more than the tiles take). wgmma applies its swizzle to absolute shared-memory addresses, in 1 KB atoms
-// that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
+// more than the tiles take). wgmma applies its swizzle to absolute shared-memory addresses, in
+// 1 KB atoms that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
 // __align__ on an extern array does not promise where a block's dynamic shared memory begins, so the
 // kernel rounds it up itself.
 __device__ unsigned char* aligned_smem(unsigned char* smem) {
@@ -199,8 +194,7 @@ __device__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// The tensor cores read shared memory through the "async proxy", a path of its own: writes a thread made
-// through the ordinary one (its cp.async copies too) reach it only after this fence, before the barrier.
+// wgmma reads shared memory through the async proxy: a thread's cp.async writes reach it only after this fence.
 __device__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -256,7 +250,7 @@ __device__ unsigned long long smem_descriptor(const T* tile, int row0, int col0)
 // ---------------------------------------------------------------------------------------------------
 
 template <typename T, bool CAUSAL>
-__global__ void __launch_bounds__(N_THREADS, 1)
+__global__ void __launch_bounds__(N_THREADS)
 flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
                 int seq_len_q, int seq_len_k, int n_heads, int n_kv_heads, float softmax_scale) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -288,8 +282,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
     const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
 
-    // Q stays in shared memory, where every tile's wgmma reads it. Tile 0's K and V start copying behind
-    // it; the first wait of the loop waits for all three.
+    // Q stays in shared memory, where every tile's wgmma reads it once it has landed. Tile 0's
+    // K and V start copying behind it.
     load_tile<BLOCK_Q>(q_smem, q_head, q0, seq_len_q, q_stride);
     cp_async_commit();
     load_tile<BLOCK_KV>(k_smem, k_head, 0, seq_len_k, kv_stride);

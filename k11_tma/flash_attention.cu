@@ -1,20 +1,14 @@
 // Chapter 11: tiles copied by the Tensor Memory Accelerator (TMA).
 //
-// Up to kernel 10 all 256 threads copy every tile: each computes the global and swizzled shared addresses
-// of its 16-byte chunks and issues cp.async for them, 8 per thread per K or V tile, then waits for its own
-// copies and fences them for the tensor cores before the barrier. Hopper's TMA moves a whole box of a
-// tensor in one instruction issued by one thread: the tensor's shape, strides and the 128-byte swizzle
-// are described once, on the host, in a tensor map; the copy engine writes the box in wgmma's layout,
-// fills rows past the end of the sequence with zeros, and counts the bytes it wrote on an mbarrier that
-// the warps wait on. The copies leave the threads' instruction stream; the one barrier per tile stays.
-// In the diff: tensor maps instead of pointers for q, k and v; mbarriers and a TMA copy instead of the
-// cp.async wrappers; one thread issuing each tile's copies; a wait on the tile's mbarrier instead of
-// cp_async_wait and the proxy fence.
+// Up to kernel 10 every thread copies: it computes the addresses of its 16-byte chunks, issues cp.async,
+// waits for its own copies and fences them for the tensor cores. The TMA copies a whole box of a tensor on
+// one thread's instruction, as a tensor map made on the host describes it (shape, strides, the 128-byte
+// swizzle, zeros past the end), and counts the bytes that land on an mbarrier the warps wait on.
+// In the diff: tensor maps for q, k and v; TMA copies from one thread; mbarrier waits, no cp.async or fence.
 // Left for later: a warpgroup that only copies, so that no block-wide barrier is left in the loop (12).
 //
-// One block computes BLOCK_Q query rows of one (batch, head); each of its two warpgroups owns 64 of them,
-// each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads,
-// HEAD_DIM).
+// One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
+// q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads, HEAD_DIM).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -311,9 +305,10 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
     const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
 
-    // Q stays in shared memory, where every tile's wgmma reads it. One thread sets up the barriers, each
-    // completed by its own arrival and the bytes of its copies, and asks for Q and tile 0's K and V; the
-    // block barrier publishes the barriers before anyone waits on them.
+    // Q stays in shared memory, where every tile's wgmma reads it once it has landed. Tile 0's
+    // K and V start copying behind it.
+    // One thread sets up the barriers, each completed by its own arrival and the bytes of its copies, and
+    // issues the copies; the block barrier publishes the barriers before anyone waits on them.
     constexpr int TILE_BYTES = BLOCK_KV * HEAD_DIM * sizeof(T);
     if (threadIdx.x == 0) {
         mbarrier_init(q_barrier, 1);
@@ -346,7 +341,8 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     unsigned long long* next_tile_barrier = &kv_barrier[1];
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int kv0 = tile * BLOCK_KV;
-        // Every warp is done with tile - 1, whose stage the copies below refill. The only barrier of the loop.
+        // No copy is waited for here: the barrier tells that every warp is done with tile - 1, whose stage the
+        // copies below refill. The only barrier of the loop.
         __syncthreads();
         if (threadIdx.x == 0 && tile + 1 < n_tiles) {
             mbarrier_arrive_expect_bytes(next_tile_barrier, 2 * TILE_BYTES);
