@@ -10,8 +10,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
-CHAPTER_PAGES = {int(page.name[:2]): page for page in PAGES if re.match(r"0[1-9]_", page.name)}
-ABLATION_PAGES = {3: "ablation-ch03", 5: "ablation-ch05", 7: "ablation-ch07"}
+CHAPTER_PAGES = {int(page.name[:2]): page for page in PAGES if re.match(r"\d\d_", page.name) and page.name[:2] != "00"}
+# A chapter folder kNN_slug/ with a loader.py has its page docs/NN_slug.md; an ablation set docs/ablations/chNN_*/
+# puts its grid on page NN.
+CHAPTER_FOLDERS = sorted(folder for folder in ROOT.glob("k[0-9][0-9]_*") if (folder / "loader.py").exists())
+ABLATION_PAGES = {int(folder.name[2:4]): f"ablation-{folder.name[:4]}"
+                  for folder in (DOCS / "ablations").glob("ch[0-9][0-9]_*") if (folder / "ablation.py").exists()}
 
 sys.path.insert(0, str(DOCS / "figures"))
 make_figures = pytest.importorskip("make_figures")
@@ -74,9 +78,22 @@ def marker_names(page: Path) -> list[str]:
     return names
 
 
+@pytest.mark.parametrize("folder", CHAPTER_FOLDERS, ids=[folder.name for folder in CHAPTER_FOLDERS])
+def test_every_chapter_has_its_page(folder):
+    """A chapter on the ladder is read on its page, named as make_results.py links it: docs/NN_slug.md."""
+    page = DOCS / f"{folder.name[1:]}.md"
+    assert page.exists(), f"{folder.name} has no page {page.relative_to(ROOT)}"
+
+
+def test_every_ablation_set_has_a_chapter_page():
+    """An ablation set's grid is shown on the page of the chapter it takes apart."""
+    assert ABLATION_PAGES and set(ABLATION_PAGES) <= set(CHAPTER_PAGES)
+
+
 @pytest.mark.parametrize("number", sorted(CHAPTER_PAGES))
 def test_chapter_pages_hold_their_results_blocks(number):
-    """Pages 2-9 carry their step's table, and pages 3, 5 and 7 their ablation, for make_results.py to fill."""
+    """Every chapter page after the first carries its step's table, and the page of each ablation set its grid,
+    for make_results.py to fill."""
     expected = ([ABLATION_PAGES[number]] if number in ABLATION_PAGES else []) + (
         [f"step-{number:02d}"] if number > 1 else [])
     assert sorted(marker_names(CHAPTER_PAGES[number])) == sorted(expected)

@@ -62,3 +62,36 @@ def test_roofline_is_skipped_without_a_peak_json_or_for_another_gpu(figures, tmp
     figures.figure_roofline(tmp_path / "roofline.png", synthetic_peak(tmp_path / "peak.json", "another GPU"), HEADLINE)
     assert not (tmp_path / "roofline.png").exists()
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["skipped", "skipped"]
+
+
+def spans(steps: list, kind: str) -> dict[int, tuple[float, float]]:
+    """(start, end) of one kind of step of a schedule, by tile."""
+    return {tile: (start, start + length) for name, tile, start, length in steps if name == kind}
+
+
+@pytest.mark.parametrize("schedule", ["schedule_waiting", "schedule_skewed"])
+def test_the_loop_schedules_keep_the_data_dependences(figures, schedule):
+    """Page 14's schematic: one product at a time on the tensor cores; a softmax after its S, a P·V after its P is
+    packed, and O rescaled and the next P packed only after the previous P·V has landed."""
+    steps = getattr(figures, schedule)(5)
+    products = sorted(span for kind in (figures.SCORES, figures.PRODUCTS) for span in spans(steps, kind).values())
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(products, products[1:], strict=False))
+    scores, softmax = spans(steps, figures.SCORES), spans(steps, figures.SOFTMAXES)
+    packs, pv = spans(steps, figures.PACKS), spans(steps, figures.PRODUCTS)
+    assert sorted(scores) == sorted(softmax) == sorted(packs) == sorted(pv) == list(range(5))
+    for tile in range(5):
+        assert softmax[tile][0] >= scores[tile][1] and packs[tile][0] >= softmax[tile][1]
+        assert pv[tile][0] >= packs[tile][1]
+        if tile > 0:
+            assert packs[tile][0] >= pv[tile - 1][1]
+
+
+def test_the_skewed_loop_runs_each_softmax_under_the_product_before(figures):
+    """Kernel 14's schedule: the softmax of tile j overlaps P·V of tile j - 1, and the loop ends sooner than
+    kernel 13's, which waits for each product."""
+    skewed = figures.schedule_skewed(5)
+    softmax, pv = spans(skewed, figures.SOFTMAXES), spans(skewed, figures.PRODUCTS)
+    for tile in range(1, 5):
+        assert softmax[tile][0] < pv[tile - 1][1] and pv[tile - 1][0] < softmax[tile][1]
+    waiting = figures.schedule_waiting(5)
+    assert max(s + n for *_, s, n in skewed) < max(s + n for *_, s, n in waiting)

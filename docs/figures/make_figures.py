@@ -1,6 +1,6 @@
 """Draw every figure in docs/: the thread maps (a block's rows, the tile copy, kernel 7's addresses, a 128-key
 tile's scores), the layouts (fragments, ldmatrix, the V transpose, the swizzle, kernel 9's planes), the
-pipeline schematic, and the ladder plot from results/headline.json.
+schedules (the pipeline, chapter 12's roles, chapter 14's skewed loop), and the ladder plot from results/headline.json.
 
     python docs/figures/make_figures.py          # rewrites docs/figures/*.png
 
@@ -1067,6 +1067,81 @@ def figure_warp_specialized(path: Path) -> None:
     plt.close(fig)
 
 
+
+# ---------------------------------------------------------------------------------------------------
+# (m) Chapter 14: one consumer warpgroup's loop, each product waited for (kernel 13) or skewed by one (kernel 14).
+# ---------------------------------------------------------------------------------------------------
+
+# A warpgroup's work per tile (arbitrary units: a schematic, not a measurement). The softmax runs on the warps'
+# own units; S and P·V on the tensor cores; O's rescale and P's packing come after P·V of the tile before.
+PRODUCT, SOFTMAX, PACK = 1.0, 1.2, 0.3
+SCORES, PRODUCTS, SOFTMAXES, PACKS = "S = Q·Kᵀ", "O += P·V", "softmax", "pack P (kernel 14: and rescale O)"
+Step = tuple[str, int, float, float]  # kind, tile, start, length
+
+
+def schedule_waiting(n_tiles: int) -> list[Step]:
+    """Kernel 13: S_j, wait, softmax_j, pack P_j, then P_j V_j, wait; the next tile starts when P·V is done."""
+    steps, now = [], 0.0
+    for j in range(n_tiles):
+        steps += [(SCORES, j, now, PRODUCT), (SOFTMAXES, j, now + PRODUCT, SOFTMAX),
+                  (PACKS, j, now + PRODUCT + SOFTMAX, PACK), (PRODUCTS, j, now + PRODUCT + SOFTMAX + PACK, PRODUCT)]
+        now += 2 * PRODUCT + SOFTMAX + PACK
+    return steps
+
+
+def schedule_skewed(n_tiles: int) -> list[Step]:
+    """Kernel 14: tile 0's S alone; then iteration j issues S_j and P_{j-1} V_{j-1} back to back, runs softmax_j
+    once S_j is in, while P·V runs, and rescales O and packs P_j once both are done; the last P·V after the loop."""
+    steps = [(SCORES, 0, 0.0, PRODUCT), (SOFTMAXES, 0, PRODUCT, SOFTMAX), (PACKS, 0, PRODUCT + SOFTMAX, PACK)]
+    now = PRODUCT + SOFTMAX + PACK
+    for j in range(1, n_tiles):
+        scores_done = now + PRODUCT
+        steps += [(SCORES, j, now, PRODUCT), (PRODUCTS, j - 1, scores_done, PRODUCT),
+                  (SOFTMAXES, j, scores_done, SOFTMAX)]
+        now = max(scores_done + SOFTMAX, scores_done + PRODUCT)  # wgmma_wait<0>: P·V has landed too
+        steps.append((PACKS, j, now, PACK))
+        now += PACK
+    steps.append((PRODUCTS, n_tiles - 1, now, PRODUCT))
+    return steps
+
+
+def figure_overlap(path: Path, n_tiles: int = 4) -> None:
+    scenarios = [("kernel 13: wait for each product", schedule_waiting(n_tiles)),
+                 ("kernel 14: S of tile j and P·V of tile j − 1 issued together, the softmax of tile j under P·V",
+                  schedule_skewed(n_tiles))]
+    colors = {SCORES: "#dd8452", PRODUCTS: "#c44e52", SOFTMAXES: "#4c72b0", PACKS: "#8fb8de"}
+    units = (("tensor cores", (SCORES, PRODUCTS)), ("the warpgroup's threads", (SOFTMAXES, PACKS)))
+    fig, ax = plt.subplots(figsize=(13, 4.6))
+    labels, y = [], 0.0
+    for title, steps in reversed(scenarios):
+        for unit, kinds in reversed(units):
+            for kind, tile, start, length in steps:
+                if kind in kinds:
+                    ax.broken_barh([(start, length)], (y, 0.8), facecolors=colors[kind], edgecolor="white")
+                    ax.text(start + length / 2, y + 0.4, str(tile), ha="center", va="center", fontsize=8,
+                            color="black" if kind == PACKS else "white")
+            labels.append((y + 0.4, unit))
+            y += 1.0
+        end = max(start + length for *_, start, length in steps)
+        ax.text(end + 0.1, y - 1.5, f"done at {end:.1f}", va="center", fontsize=9)
+        ax.text(0, y + 0.05, title, fontsize=10, fontweight="bold", va="bottom")
+        y += 0.9
+    ax.set_yticks([pos for pos, _ in labels], [unit for _, unit in labels], fontsize=9)
+    ax.set_xlabel(f"time (schematic units: a product {PRODUCT}, a softmax {SOFTMAX}, rescale and pack {PACK}; "
+                  "numbers in the bars are K/V tile indices)")
+    ax.set_ylim(-0.3, y)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in colors.items()], loc="upper center",
+              bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=9, frameon=False)
+    ax.set_title("One consumer warpgroup's tile loop, alone on the tensor cores\n"
+                 "schematic: the other warpgroup, which fills some of these gaps, is left out", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Regenerate the PNG figures under docs/figures/.")
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "headline.json",
@@ -1088,6 +1163,7 @@ def main() -> None:
         "wgmma_pv.png": figure_wgmma_pv,
         "tma_copy.png": figure_tma_copy,
         "warp_specialized.png": figure_warp_specialized,
+        "overlap.png": figure_overlap,
     }
     for name, draw in figures.items():
         draw(FIGURES / name)
