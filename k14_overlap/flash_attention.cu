@@ -341,7 +341,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
 
     // Q stays in shared memory, where every tile's wgmma reads it. One thread sets up the barriers: a
     // filled one completes with the producer's arrival and the bytes of its copies, a free one with an
-    // arrival of every consumer thread. The block barrier publishes them before anyone waits on them.
+    // arrival of one lane in each consumer warp. The block barrier publishes them before anyone waits on them.
     constexpr int TILE_BYTES = BLOCK_KV * HEAD_DIM * sizeof(T);
     if (threadIdx.x == 0) {
         mbarrier_init(q_barrier, 1);
@@ -376,7 +376,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
         }
         return;
     }
-    // The consumers: kernel 11's loop without the copies and the block barrier.
+    // The consumers: tile 0's S, the skewed loop, the last tile's P V.
     setmaxnreg_inc<CONSUMER_REGISTERS>();
     mbarrier_wait(q_barrier, 0);
 

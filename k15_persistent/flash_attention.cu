@@ -298,7 +298,8 @@ __device__ constexpr unsigned long long descriptor_step(int row0, int col0) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The kernel. Grid: one block of N_THREADS threads per SM (or per pair of query tiles, if there are fewer).
+// The kernel. Grid: one block of N_THREADS threads per SM, or per query tile if there are fewer (a block
+// that finds no pair of its own has nothing to do).
 // ---------------------------------------------------------------------------------------------------
 
 template <typename T, bool CAUSAL>
@@ -361,7 +362,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
 
     // Q stays in shared memory, where every tile's wgmma reads it. One thread sets up the barriers: a
     // filled one completes with the producer's arrival and the bytes of its copies, a free one with an
-    // arrival of every consumer thread. The block barrier publishes them before anyone waits on them.
+    // arrival of one lane in each consumer warp. The block barrier publishes them before anyone waits on them.
     constexpr int TILE_BYTES = BLOCK_KV * HEAD_DIM * sizeof(T);
     if (threadIdx.x == 0) {
         for (int buffer = 0; buffer < 2; ++buffer) {
