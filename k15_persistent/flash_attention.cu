@@ -41,8 +41,9 @@ constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vec
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
 constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 constexpr int PLANE = 64;                  // columns in one plane of a tile: 128 bytes per row
+constexpr int Q_TILES = 3;  // (BLOCK_Q, HEAD_DIM) tiles in shared memory: two buffers of Q, and O on its way out
 constexpr int N_BARRIERS = 4 + 4 * STAGES;  // mbarriers after the tiles: per Q buffer and per stage of K and V, filled and free
-static_assert((3 * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * 2 + N_BARRIERS * 8 + SMEM_ALIGN <= 227 * 1024,
+static_assert((Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * 2 + N_BARRIERS * 8 + SMEM_ALIGN <= 227 * 1024,
               "the tiles and barriers fit in one block's shared memory on Hopper");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");

@@ -84,10 +84,12 @@ def test_loader_launch_shape_matches_kernel_constants(chapter):
     producer_warps = source_constant(chapter, "PRODUCER_WARPS") or 0
     barriers = source_constant(chapter, "N_BARRIERS") or 0
     slack = source_constant(chapter, "SMEM_ALIGN") or 0  # bytes the kernel may skip to align its tiles
+    q_tiles = source_constant(chapter, "Q_TILES") or 1  # from chapter 15: two Q buffers and O's
     assert source_constant(chapter, "HEAD_DIM") == HEAD_DIM
     assert chapter.kernel.block_q == block_q
     assert chapter.kernel.n_threads == (n_warps + producer_warps) * 32
-    assert chapter.kernel.smem_bytes == (block_q + 2 * stages * block_kv) * HEAD_DIM * 2 + barriers * 8 + slack
+    tiles = q_tiles * block_q + 2 * stages * block_kv  # rows of HEAD_DIM 16-bit values
+    assert chapter.kernel.smem_bytes == tiles * HEAD_DIM * 2 + barriers * 8 + slack
     takes_tensor_maps = "__grid_constant__ TensorMap" in chapter.source.read_text()
     expected_box = (block_kv, source_constant(chapter, "PLANE")) if takes_tensor_maps else None
     assert chapter.kernel.tensor_map_box == expected_box
