@@ -1,6 +1,7 @@
-"""The Hopper chapters (9-14) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
+"""The Hopper chapters (9-15) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
 import importlib.util
+import itertools
 import re
 import sys
 from collections import Counter
@@ -20,14 +21,14 @@ from tests.test_build_cpu import ADDRESS, BRANCH, sass_text, source_constant
 
 ROOT = Path(__file__).resolve().parent.parent
 by_number = {c.number: c for c in CHAPTERS}
-HOPPER = [9, 10, 11, 12, 13, 14]
+HOPPER = [9, 10, 11, 12, 13, 14, 15]
 REGISTER_FILE = 65536  # 32-bit registers per SM, shared by the threads of its blocks
 REGISTER_STEP = 8  # registers are allocated per thread in multiples of this
 
 
 @pytest.fixture(scope="module")
 def sass_texts():
-    """SASS of the bf16, non-causal instance of chapters 8-14 for an sm_90 GPU."""
+    """SASS of the bf16, non-causal instance of chapters 8-15 for an sm_90 GPU."""
     return {number: sass_text(by_number[number]) for number in [8, *HOPPER]}
 
 
@@ -62,7 +63,7 @@ def wgmma_loop(sass: str) -> Counter:
     return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
 
 
-def test_the_hopper_chapters_are_9_to_14():
+def test_the_hopper_chapters_are_9_to_15():
     assert [c.name for c in CHAPTERS if c.number >= 9] == [
         "k09_wgmma",
         "k10_wgmma_pv",
@@ -70,6 +71,7 @@ def test_the_hopper_chapters_are_9_to_14():
         "k12_warp_specialized",
         "k13_descriptors",
         "k14_overlap",
+        "k15_persistent",
     ]
     assert all(by_number[n].kernel.arch == "sm_90a" for n in HOPPER)
 
@@ -304,3 +306,69 @@ def test_chapter14_ablation_differs_from_kernel14_only_in_its_descriptors(sass_t
     loop14, loop_variant = mnemonics(wgmma_loop(sass_texts[14])), mnemonics(wgmma_loop(sass_text(variant)))
     assert loop_variant["HGMMA"] == loop14["HGMMA"] == 2 * 128 // 16
     assert loop14["R2UR"] == 0 and loop_variant["R2UR"] >= loop_variant["HGMMA"]
+
+
+def tile_loop(sass: str) -> Counter:
+    """Opcodes of the innermost loop that issues 16 HGMMA: kernel 15's tile loop inside its loop over query tiles."""
+    addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
+    products = [address for address, line in addressed if "HGMMA" in line]
+    loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
+    inner = [(s, e) for s, e in loops if s < e and sum(s <= a <= e for a in products) == 2 * 128 // 16]
+    start, end = min(inner, key=lambda loop: loop[1] - loop[0])
+    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
+
+
+def test_chapter15_runs_kernel14s_tile_loop_inside_a_loop_over_query_tiles(sass_texts):
+    """The tile loop is kernel 14's (16 HGMMA, no R2UR); kernel 14's 32 HGMMA all sit inside the loop over the work."""
+    inner14, inner15 = mnemonics(tile_loop(sass_texts[14])), mnemonics(tile_loop(sass_texts[15]))
+    assert inner14["HGMMA"] == inner15["HGMMA"] == 2 * 128 // 16
+    assert inner15["R2UR"] == 0
+    assert mnemonics(wgmma_loop(sass_texts[15]))["HGMMA"] == mnemonics(opcodes(sass_texts[15]))["HGMMA"] == 32
+
+
+def test_chapter15_is_persistent_with_two_q_buffers():
+    """One block per SM, the batch size passed last; two Q buffers with a filled and a free barrier each."""
+    chapter = by_number[15]
+    assert chapter.kernel.persistent and not by_number[14].kernel.persistent
+    source = chapter.source.read_text()
+    assert "float softmax_scale, int batch_size)" in source
+    assert source_constant(chapter, "Q_TILES") == 3  # two Q buffers and O's
+    assert source_constant(chapter, "N_BARRIERS") == source_constant(by_number[14], "N_BARRIERS") + 3  # Q: 1 -> 4
+
+
+def pair_schedule(q_tiles: int, n_heads: int, batch: int, grid: int) -> list[list[list[tuple[int, int, int]]]]:
+    """Kernel 15's work_at step by step: per block, its pairs, each the (query tile, head, batch) it computes."""
+    pairs_per_head = (q_tiles + 1) // 2
+    n_pairs = pairs_per_head * n_heads * batch
+    blocks = []
+    for block in range(grid):
+        pairs, step = [], 0
+        while (pair := block + step // 2 * grid) < n_pairs:
+            i = pair % pairs_per_head
+            if step % 2 == 0:
+                pairs.append([])
+            if not (step % 2 == 1 and 2 * i + 1 == q_tiles):
+                tile = q_tiles - 1 - i if step % 2 == 0 else i
+                pairs[-1].append((tile, pair // pairs_per_head % n_heads, pair // pairs_per_head // n_heads))
+            step += 1
+        blocks.append(pairs)
+    return blocks
+
+
+@pytest.mark.parametrize("q_tiles, n_heads, batch, grid", [(32, 16, 16, 132), (3, 2, 2, 12), (1, 1, 1, 1),
+                                                          (7, 5, 3, 132), (8, 1, 1, 132), (129, 3, 1, 132)])
+def test_chapter15_pairs_cover_every_query_tile_once(q_tiles, n_heads, batch, grid):
+    """Every (tile, head, batch) is computed by exactly one block. Causal, the two tiles of a pair run q_tiles + 1
+    key tiles together, the longer first; only the middle tile of an odd count is alone."""
+    source = by_number[15].source.read_text()
+    assert "work.q0 = (step % 2 == 0 ? q_tiles - 1 - i : i) * BLOCK_Q;" in source  # what pair_schedule mirrors
+    pairs = [pair for block in pair_schedule(q_tiles, n_heads, batch, grid) for pair in block]
+    done = [work for pair in pairs for work in pair]
+    assert sorted(done) == sorted(itertools.product(range(q_tiles), range(n_heads), range(batch)))
+    for pair in pairs:
+        assert len({(head, b) for _, head, b in pair}) == 1
+        if len(pair) == 2:
+            (longer, _, _), (shorter, _, _) = pair
+            assert longer > shorter and (longer + 1) + (shorter + 1) == q_tiles + 1
+        else:
+            assert q_tiles % 2 == 1 and pair[0][0] == q_tiles // 2
