@@ -45,21 +45,23 @@ def mnemonics(counts: Counter) -> Counter:
     return grouped
 
 
-def wgmma_loop(sass: str) -> Counter:
-    """Opcodes of the tile loop: the shortest backward branch around the most HGMMA, from its target to the branch.
+def wgmma_loop(sass: str, products: int | None = None) -> Counter:
+    """Opcodes of the tile loop: the shortest backward branch around the most HGMMA (or exactly ``products`` of
+    them, for a loop nested in another), from its target to the branch.
 
     Only branches before the last EXIT count: ptxas moves the retry of an mbarrier wait out of line, past the
     end of the kernel, and branches back from there into the loop. Not every HGMMA is in the loop either:
-    kernel 14 issues tile 0's S before its loop and the last P V after it.
+    kernel 14 issues tile 0's S before its loop and the last P V after it, and kernel 15 runs kernel 14's tile
+    loop inside its loop over query tiles.
     """
     addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
-    products = [address for address, line in addressed if "HGMMA" in line]
+    hgmma = [address for address, line in addressed if "HGMMA" in line]
     last_exit = max(address for address, line in addressed if re.search(r"\bEXIT\b", line))
     loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
     loops = [(start, end) for start, end in loops if start < end <= last_exit]
-    inside = {loop: sum(loop[0] <= address <= loop[1] for address in products) for loop in loops}
-    most = max(inside.values())
-    start, end = min((loop for loop in loops if inside[loop] == most), key=lambda loop: loop[1] - loop[0])
+    inside = {loop: sum(loop[0] <= address <= loop[1] for address in hgmma) for loop in loops}
+    wanted = max(inside.values()) if products is None else products
+    start, end = min((loop for loop in loops if inside[loop] == wanted), key=lambda loop: loop[1] - loop[0])
     return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
 
 
@@ -308,19 +310,9 @@ def test_chapter14_ablation_differs_from_kernel14_only_in_its_descriptors(sass_t
     assert loop14["R2UR"] == 0 and loop_variant["R2UR"] >= loop_variant["HGMMA"]
 
 
-def tile_loop(sass: str) -> Counter:
-    """Opcodes of the innermost loop that issues 16 HGMMA: kernel 15's tile loop inside its loop over query tiles."""
-    addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
-    products = [address for address, line in addressed if "HGMMA" in line]
-    loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
-    inner = [(s, e) for s, e in loops if s < e and sum(s <= a <= e for a in products) == 2 * 128 // 16]
-    start, end = min(inner, key=lambda loop: loop[1] - loop[0])
-    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
-
-
 def test_chapter15_runs_kernel14s_tile_loop_inside_a_loop_over_query_tiles(sass_texts):
     """The tile loop is kernel 14's (16 HGMMA, no R2UR); kernel 14's 32 HGMMA all sit inside the loop over the work."""
-    inner14, inner15 = mnemonics(tile_loop(sass_texts[14])), mnemonics(tile_loop(sass_texts[15]))
+    inner14, inner15 = (mnemonics(wgmma_loop(sass_texts[n], products=2 * 128 // 16)) for n in (14, 15))
     assert inner14["HGMMA"] == inner15["HGMMA"] == 2 * 128 // 16
     assert inner15["R2UR"] == 0
     assert mnemonics(wgmma_loop(sass_texts[15]))["HGMMA"] == mnemonics(opcodes(sass_texts[15]))["HGMMA"] == 32
