@@ -1,4 +1,4 @@
-"""The Hopper chapters (9-14) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
+"""The Hopper chapters (9-15) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
 import importlib.util
 import re
@@ -20,14 +20,14 @@ from tests.test_build_cpu import ADDRESS, BRANCH, sass_text, source_constant
 
 ROOT = Path(__file__).resolve().parent.parent
 by_number = {c.number: c for c in CHAPTERS}
-HOPPER = [9, 10, 11, 12, 13, 14]
+HOPPER = [9, 10, 11, 12, 13, 14, 15]
 REGISTER_FILE = 65536  # 32-bit registers per SM, shared by the threads of its blocks
 REGISTER_STEP = 8  # registers are allocated per thread in multiples of this
 
 
 @pytest.fixture(scope="module")
 def sass_texts():
-    """SASS of the bf16, non-causal instance of chapters 8-14 for an sm_90 GPU."""
+    """SASS of the bf16, non-causal instance of chapters 8-15 for an sm_90 GPU."""
     return {number: sass_text(by_number[number]) for number in [8, *HOPPER]}
 
 
@@ -44,12 +44,14 @@ def mnemonics(counts: Counter) -> Counter:
     return grouped
 
 
-def wgmma_loop(sass: str) -> Counter:
-    """Opcodes of the tile loop: the shortest backward branch around the most HGMMA, from its target to the branch.
+def loop_text(sass: str, *, innermost: bool = False) -> str:
+    """The SASS lines of a loop around HGMMA, from the branch's target to the branch: the shortest backward branch
+    around the most HGMMA (the tile loop), or with ``innermost`` the shortest around any.
 
     Only branches before the last EXIT count: ptxas moves the retry of an mbarrier wait out of line, past the
-    end of the kernel, and branches back from there into the loop. Not every HGMMA is in the loop either:
-    kernel 14 issues tile 0's S before its loop and the last P V after it.
+    end of the kernel, and branches back from there into the loop. Not every HGMMA is in the tile loop either:
+    kernel 14 issues tile 0's S before its loop and the last P V after it; kernel 15 runs that loop inside a
+    loop over query tiles, which holds all of them.
     """
     addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
     products = [address for address, line in addressed if "HGMMA" in line]
@@ -57,12 +59,22 @@ def wgmma_loop(sass: str) -> Counter:
     loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
     loops = [(start, end) for start, end in loops if start < end <= last_exit]
     inside = {loop: sum(loop[0] <= address <= loop[1] for address in products) for loop in loops}
-    most = max(inside.values())
-    start, end = min((loop for loop in loops if inside[loop] == most), key=lambda loop: loop[1] - loop[0])
-    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
+    fewest = 1 if innermost else max(inside.values())
+    start, end = min((loop for loop in loops if inside[loop] >= fewest), key=lambda loop: loop[1] - loop[0])
+    return "\n".join(line for address, line in addressed if start <= address <= end)
 
 
-def test_the_hopper_chapters_are_9_to_14():
+def wgmma_loop(sass: str) -> Counter:
+    """Opcodes of the tile loop: the shortest backward branch around the most HGMMA."""
+    return opcodes(loop_text(sass))
+
+
+def group_waits(sass: str) -> list[str]:
+    """The operand of every wgmma wait, in order: how many groups of products each one leaves in flight."""
+    return [line.split(";")[0].split()[-1] for line in sass.splitlines() if "WARPGROUP.DEPBAR" in line]
+
+
+def test_the_hopper_chapters_are_9_to_15():
     assert [c.name for c in CHAPTERS if c.number >= 9] == [
         "k09_wgmma",
         "k10_wgmma_pv",
@@ -70,6 +82,7 @@ def test_the_hopper_chapters_are_9_to_14():
         "k12_warp_specialized",
         "k13_descriptors",
         "k14_overlap",
+        "k15_persistent",
     ]
     assert all(by_number[n].kernel.arch == "sm_90a" for n in HOPPER)
 
@@ -134,7 +147,7 @@ def test_chapter14_waits_for_s_while_p_v_runs(sass_texts):
     loop = wgmma_loop(sass_texts[14])
     assert mnemonics(loop)["HGMMA"] == 2 * 128 // 16
     assert mnemonics(opcodes(sass_texts[14]))["HGMMA"] == 4 * 128 // 16
-    waits = [line.split(";")[0].split()[-1] for line in sass_texts[14].splitlines() if "WARPGROUP.DEPBAR" in line]
+    waits = group_waits(sass_texts[14])
     assert "0x1" in waits and "0x0" in waits
     assert sum(n for op, n in loop.items() if op.startswith("SYNCS.ARRIVE")) == 2  # K's and V's free barriers
     source = by_number[14].source.read_text()
@@ -304,3 +317,91 @@ def test_chapter14_ablation_differs_from_kernel14_only_in_its_descriptors(sass_t
     loop14, loop_variant = mnemonics(wgmma_loop(sass_texts[14])), mnemonics(wgmma_loop(sass_text(variant)))
     assert loop_variant["HGMMA"] == loop14["HGMMA"] == 2 * 128 // 16
     assert loop14["R2UR"] == 0 and loop_variant["R2UR"] >= loop_variant["HGMMA"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Chapter 15: kernel 14's loop inside a loop over query tiles, dealt in pairs to one block per SM.
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_chapter15_keeps_kernel14s_tile_loop(sass_texts):
+    """The tile loop now sits inside the loop over a block's query tiles, which holds all 32 HGMMA (tile 0's S and
+    the last P V come round again for every query tile). The tile loop itself issues kernel 14's sixteen HGMMA,
+    waits first for S alone, moves no descriptor to uniform registers and frees K's and V's stages."""
+    inner14, inner15 = loop_text(sass_texts[14], innermost=True), loop_text(sass_texts[15], innermost=True)
+    loop14, loop15 = mnemonics(opcodes(inner14)), mnemonics(opcodes(inner15))
+    assert loop15["HGMMA"] == loop14["HGMMA"] == 2 * 128 // 16
+    assert loop15["R2UR"] == loop14["R2UR"] == 0
+    assert loop15["MUFU.EX2"] == loop14["MUFU.EX2"] > 0  # the same softmax
+    assert group_waits(inner15) == group_waits(inner14) == ["0x1", "0x0"]
+    assert sum(n for op, n in opcodes(inner15).items() if op.startswith("SYNCS.ARRIVE")) == 2
+    every_product = mnemonics(opcodes(sass_texts[15]))["HGMMA"]
+    assert mnemonics(wgmma_loop(sass_texts[15]))["HGMMA"] == every_product == 4 * 128 // 16
+
+
+def test_chapter15_has_two_q_buffers_and_o_its_own(sass):
+    """Two tiles more than kernel 14 in shared memory (the second Q buffer, and O's, as the Q buffer it used to
+    be staged in is refilled), and four barriers for Q where kernel 14 has one: filled and free per buffer."""
+    k14, k15 = by_number[14], by_number[15]
+    tile_bytes = source_constant(k15, "BLOCK_Q") * source_constant(k15, "HEAD_DIM") * 2
+    assert source_constant(k15, "N_BARRIERS") == source_constant(k14, "N_BARRIERS") + 3
+    assert k15.kernel.smem_bytes - k14.kernel.smem_bytes == 2 * tile_bytes + 3 * 8
+    initialised = {n: sass[n]["SYNCS.EXCH.64"] for n in (14, 15)}  # mbarrier.init, one per barrier
+    assert initialised == {n: source_constant(by_number[n], "N_BARRIERS") for n in (14, 15)}
+    source = k15.source.read_text()
+    assert "mbarrier_init(&q_filled[buffer], 1);" in source and "mbarrier_init(&q_free[buffer], N_WARPS);" in source
+
+
+def test_chapter15_is_persistent_and_takes_the_batch_size_last():
+    """The loader asks for one block per SM, and the kernel, whose grid no longer spans heads and batch, takes the
+    batch size as its last argument, where the launch appends it for persistent kernels."""
+    assert by_number[15].kernel.persistent
+    assert not any(by_number[n].kernel.persistent for n in HOPPER if n < 15)
+    source = by_number[15].source.read_text()
+    signature = re.search(r"flash_attention\((.*?)\)\s*\{", source, flags=re.S).group(1)
+    assert signature.split(",")[-1].split() == ["int", "batch_size"]
+    assert "blockIdx.y" not in source and "blockIdx.z" not in source
+
+
+# The lines of kernel 15's work_at that pair_schedule (docs/figures/make_figures.py) follows step by step.
+WORK_AT_LINES = [
+    "const int q_tiles = (seq_len_q + BLOCK_Q - 1) / BLOCK_Q, pairs_per_head = (q_tiles + 1) / 2;",
+    "const int n_pairs = pairs_per_head * n_heads * batch_size;",
+    "const int pair = blockIdx.x + step / 2 * gridDim.x, i = pair % pairs_per_head;",
+    "work.finished = pair >= n_pairs;",
+    "work.skipped = step % 2 == 1 && 2 * i + 1 == q_tiles;",
+    "work.q0 = (step % 2 == 0 ? q_tiles - 1 - i : i) * BLOCK_Q;",
+    "work.head = pair / pairs_per_head % n_heads;",
+    "work.batch = pair / pairs_per_head / n_heads;",
+]
+
+
+def test_the_pair_schedule_follows_kernel15s_work_at():
+    source = by_number[15].source.read_text()
+    for line in WORK_AT_LINES:
+        assert line in source, f"kernel 15's work_at no longer reads: {line}"
+
+
+# (query tiles, heads, batch, blocks): odd and even counts, one tile per head, grids larger than the pairs (the
+# launch gives min(SMs, query tiles) blocks), and the headline shape on 132 SMs.
+SCHEDULES = [(32, 16, 16, 132), (7, 3, 2, 5), (8, 2, 3, 7), (1, 1, 1, 1), (5, 2, 1, 10), (3, 4, 1, 12), (9, 1, 3, 2)]
+
+
+@pytest.mark.parametrize(("q_tiles", "heads", "batch", "grid"), SCHEDULES)
+def test_the_pair_schedule_covers_every_query_tile_once(figures, q_tiles, heads, batch, grid):
+    """Every (batch, head, query tile) goes to exactly one block, once; in each pair the longer tile (from the end)
+    comes first, and the two tiles of a pair see q_tiles + 1 key tiles together when causal."""
+    taken = [work for block in range(grid) for work in figures.pair_schedule(block, grid, q_tiles, heads, batch)]
+    everything = [(b, h, q) for b in range(batch) for h in range(heads) for q in range(q_tiles)]
+    assert sorted(taken) == everything
+    for block in range(grid):
+        work, i = figures.pair_schedule(block, grid, q_tiles, heads, batch), 0
+        while i < len(work):
+            (batch_index, head, longer) = work[i]
+            assert 2 * longer + 1 >= q_tiles  # a pair starts in the second half of its head
+            if 2 * longer + 1 == q_tiles:  # the middle tile, alone
+                i += 1
+                continue
+            assert work[i + 1] == (batch_index, head, q_tiles - 1 - longer)
+            assert figures.causal_key_tiles(longer) + figures.causal_key_tiles(q_tiles - 1 - longer) == q_tiles + 1
+            i += 2
