@@ -1,6 +1,7 @@
 """The Hopper chapters (9-15) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
 import importlib.util
+import itertools
 import re
 import sys
 from collections import Counter
@@ -44,14 +45,12 @@ def mnemonics(counts: Counter) -> Counter:
     return grouped
 
 
-def loop_text(sass: str, *, innermost: bool = False) -> str:
-    """The SASS lines of a loop around HGMMA, from the branch's target to the branch: the shortest backward branch
-    around the most HGMMA (the tile loop), or with ``innermost`` the shortest around any.
+def wgmma_loop(sass: str) -> Counter:
+    """Opcodes of the tile loop: the shortest backward branch around the most HGMMA, from its target to the branch.
 
     Only branches before the last EXIT count: ptxas moves the retry of an mbarrier wait out of line, past the
-    end of the kernel, and branches back from there into the loop. Not every HGMMA is in the tile loop either:
-    kernel 14 issues tile 0's S before its loop and the last P V after it; kernel 15 runs that loop inside a
-    loop over query tiles, which holds all of them.
+    end of the kernel, and branches back from there into the loop. Not every HGMMA is in the loop either:
+    kernel 14 issues tile 0's S before its loop and the last P V after it.
     """
     addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
     products = [address for address, line in addressed if "HGMMA" in line]
@@ -59,19 +58,9 @@ def loop_text(sass: str, *, innermost: bool = False) -> str:
     loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
     loops = [(start, end) for start, end in loops if start < end <= last_exit]
     inside = {loop: sum(loop[0] <= address <= loop[1] for address in products) for loop in loops}
-    fewest = 1 if innermost else max(inside.values())
-    start, end = min((loop for loop in loops if inside[loop] >= fewest), key=lambda loop: loop[1] - loop[0])
-    return "\n".join(line for address, line in addressed if start <= address <= end)
-
-
-def wgmma_loop(sass: str) -> Counter:
-    """Opcodes of the tile loop: the shortest backward branch around the most HGMMA."""
-    return opcodes(loop_text(sass))
-
-
-def group_waits(sass: str) -> list[str]:
-    """The operand of every wgmma wait, in order: how many groups of products each one leaves in flight."""
-    return [line.split(";")[0].split()[-1] for line in sass.splitlines() if "WARPGROUP.DEPBAR" in line]
+    most = max(inside.values())
+    start, end = min((loop for loop in loops if inside[loop] == most), key=lambda loop: loop[1] - loop[0])
+    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
 
 
 def test_the_hopper_chapters_are_9_to_15():
@@ -147,12 +136,55 @@ def test_chapter14_waits_for_s_while_p_v_runs(sass_texts):
     loop = wgmma_loop(sass_texts[14])
     assert mnemonics(loop)["HGMMA"] == 2 * 128 // 16
     assert mnemonics(opcodes(sass_texts[14]))["HGMMA"] == 4 * 128 // 16
-    waits = group_waits(sass_texts[14])
+    waits = [line.split(";")[0].split()[-1] for line in sass_texts[14].splitlines() if "WARPGROUP.DEPBAR" in line]
     assert "0x1" in waits and "0x0" in waits
     assert sum(n for op, n in loop.items() if op.startswith("SYNCS.ARRIVE")) == 2  # K's and V's free barriers
     source = by_number[14].source.read_text()
     assert "mbarrier_init(&k_free[stage], N_WARPS);" in source and "if (lane == 0) mbarrier_arrive" in source
 
+
+def test_chapter15_tile_loop_keeps_kernel14s_softmax_waits_and_arrivals(sass_texts):
+    """Inside the loop over query tiles, kernel 15's tile loop has kernel 14's exponentials, its two waits for
+    wgmma groups and its two arrivals (K's and V's free barriers); the loop over query tiles adds the rest."""
+    loop14, loop15 = tile_loop(sass_texts[14]), tile_loop(sass_texts[15])
+    for loop in (loop14, loop15):
+        assert loop["WARPGROUP.DEPBAR.LE"] == 2
+        assert sum(n for op, n in loop.items() if op.startswith("SYNCS.ARRIVE")) == 2
+    assert mnemonics(loop15)["MUFU.EX2"] == mnemonics(loop14)["MUFU.EX2"] > 0
+
+
+def test_chapter15_initialises_every_barrier_and_stages_o_in_its_own_tile(sass):
+    """One mbarrier.init (SYNCS.EXCH.64) per barrier, three more than kernel 14 (Q's one becomes a filled and a
+    free barrier per buffer); shared memory grows by two tiles, the second Q buffer and O's, and those barriers."""
+    k14, k15 = by_number[14], by_number[15]
+    assert {n: sass[n]["SYNCS.EXCH.64"] for n in (14, 15)} == {
+        n: source_constant(by_number[n], "N_BARRIERS") for n in (14, 15)}
+    tile_bytes = source_constant(k15, "BLOCK_Q") * source_constant(k15, "HEAD_DIM") * 2
+    assert k15.kernel.smem_bytes - k14.kernel.smem_bytes == 2 * tile_bytes + 3 * 8
+
+
+# Every line of kernel 15's work_at that pair_schedule below (and the schedule figure of page 15) follows.
+WORK_AT_LINES = [
+    "const int q_tiles = (seq_len_q + BLOCK_Q - 1) / BLOCK_Q, pairs_per_head = (q_tiles + 1) / 2;",
+    "const int n_pairs = pairs_per_head * n_heads * batch_size;",
+    "const int pair = blockIdx.x + step / 2 * gridDim.x, i = pair % pairs_per_head;",
+    "work.finished = pair >= n_pairs;",
+    "work.skipped = step % 2 == 1 && 2 * i + 1 == q_tiles;",
+    "work.q0 = (step % 2 == 0 ? q_tiles - 1 - i : i) * BLOCK_Q;",
+    "work.head = pair / pairs_per_head % n_heads;",
+    "work.batch = pair / pairs_per_head / n_heads;",
+]
+
+
+@pytest.mark.parametrize("q_tiles, n_heads, batch, grid", [(32, 16, 16, 132), (7, 5, 3, 132), (5, 2, 3, 4)])
+def test_page15s_figure_deals_the_pairs_as_work_at(figures, q_tiles, n_heads, batch, grid):
+    """The figure's schedule model takes, block by block, the query tiles this file's replay of work_at takes,
+    and the kernel still reads as both replays assume."""
+    source = by_number[15].source.read_text()
+    assert all(line in source for line in WORK_AT_LINES)
+    for block, pairs in enumerate(pair_schedule(q_tiles, n_heads, batch, grid)):
+        replayed = [(b, head, tile) for pair in pairs for tile, head, b in pair]
+        assert figures.pair_schedule(block, grid, q_tiles, n_heads, batch) == replayed
 
 def test_chapter12_register_hand_over_balances():
     """The block starts with the most registers 384 threads can have, and what the producer warpgroup gives back
@@ -319,89 +351,67 @@ def test_chapter14_ablation_differs_from_kernel14_only_in_its_descriptors(sass_t
     assert loop14["R2UR"] == 0 and loop_variant["R2UR"] >= loop_variant["HGMMA"]
 
 
-# ---------------------------------------------------------------------------------------------------
-# Chapter 15: kernel 14's loop inside a loop over query tiles, dealt in pairs to one block per SM.
-# ---------------------------------------------------------------------------------------------------
+def tile_loop(sass: str) -> Counter:
+    """Opcodes of the innermost loop that issues 16 HGMMA: kernel 15's tile loop inside its loop over query tiles."""
+    addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
+    products = [address for address, line in addressed if "HGMMA" in line]
+    loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
+    inner = [(s, e) for s, e in loops if s < e and sum(s <= a <= e for a in products) == 2 * 128 // 16]
+    start, end = min(inner, key=lambda loop: loop[1] - loop[0])
+    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
 
 
-def test_chapter15_keeps_kernel14s_tile_loop(sass_texts):
-    """The tile loop now sits inside the loop over a block's query tiles, which holds all 32 HGMMA (tile 0's S and
-    the last P V come round again for every query tile). The tile loop itself issues kernel 14's sixteen HGMMA,
-    waits first for S alone, moves no descriptor to uniform registers and frees K's and V's stages."""
-    inner14, inner15 = loop_text(sass_texts[14], innermost=True), loop_text(sass_texts[15], innermost=True)
-    loop14, loop15 = mnemonics(opcodes(inner14)), mnemonics(opcodes(inner15))
-    assert loop15["HGMMA"] == loop14["HGMMA"] == 2 * 128 // 16
-    assert loop15["R2UR"] == loop14["R2UR"] == 0
-    assert loop15["MUFU.EX2"] == loop14["MUFU.EX2"] > 0  # the same softmax
-    assert group_waits(inner15) == group_waits(inner14) == ["0x1", "0x0"]
-    assert sum(n for op, n in opcodes(inner15).items() if op.startswith("SYNCS.ARRIVE")) == 2
-    every_product = mnemonics(opcodes(sass_texts[15]))["HGMMA"]
-    assert mnemonics(wgmma_loop(sass_texts[15]))["HGMMA"] == every_product == 4 * 128 // 16
+def test_chapter15_runs_kernel14s_tile_loop_inside_a_loop_over_query_tiles(sass_texts):
+    """The tile loop is kernel 14's (16 HGMMA, no R2UR); kernel 14's 32 HGMMA all sit inside the loop over the work."""
+    inner14, inner15 = mnemonics(tile_loop(sass_texts[14])), mnemonics(tile_loop(sass_texts[15]))
+    assert inner14["HGMMA"] == inner15["HGMMA"] == 2 * 128 // 16
+    assert inner15["R2UR"] == 0
+    assert mnemonics(wgmma_loop(sass_texts[15]))["HGMMA"] == mnemonics(opcodes(sass_texts[15]))["HGMMA"] == 32
 
 
-def test_chapter15_has_two_q_buffers_and_o_its_own(sass):
-    """Two tiles more than kernel 14 in shared memory (the second Q buffer, and O's, as the Q buffer it used to
-    be staged in is refilled), and four barriers for Q where kernel 14 has one: filled and free per buffer."""
-    k14, k15 = by_number[14], by_number[15]
-    tile_bytes = source_constant(k15, "BLOCK_Q") * source_constant(k15, "HEAD_DIM") * 2
-    assert source_constant(k15, "N_BARRIERS") == source_constant(k14, "N_BARRIERS") + 3
-    assert k15.kernel.smem_bytes - k14.kernel.smem_bytes == 2 * tile_bytes + 3 * 8
-    initialised = {n: sass[n]["SYNCS.EXCH.64"] for n in (14, 15)}  # mbarrier.init, one per barrier
-    assert initialised == {n: source_constant(by_number[n], "N_BARRIERS") for n in (14, 15)}
-    source = k15.source.read_text()
-    assert "mbarrier_init(&q_filled[buffer], 1);" in source and "mbarrier_init(&q_free[buffer], N_WARPS);" in source
+def test_chapter15_is_persistent_with_two_q_buffers():
+    """One block per SM, the batch size passed last; two Q buffers with a filled and a free barrier each."""
+    chapter = by_number[15]
+    assert chapter.kernel.persistent and not by_number[14].kernel.persistent
+    source = chapter.source.read_text()
+    assert "float softmax_scale, int batch_size)" in source
+    assert source_constant(chapter, "Q_TILES") == 3  # two Q buffers and O's
+    assert source_constant(chapter, "N_BARRIERS") == source_constant(by_number[14], "N_BARRIERS") + 3  # Q: 1 -> 4
 
 
-def test_chapter15_is_persistent_and_takes_the_batch_size_last():
-    """The loader asks for one block per SM, and the kernel, whose grid no longer spans heads and batch, takes the
-    batch size as its last argument, where the launch appends it for persistent kernels."""
-    assert by_number[15].kernel.persistent
-    assert not any(by_number[n].kernel.persistent for n in HOPPER if n < 15)
-    source = by_number[15].source.read_text()
-    signature = re.search(r"flash_attention\((.*?)\)\s*\{", source, flags=re.S).group(1)
-    assert signature.split(",")[-1].split() == ["int", "batch_size"]
-    assert "blockIdx.y" not in source and "blockIdx.z" not in source
-
-
-# The lines of kernel 15's work_at that pair_schedule (docs/figures/make_figures.py) follows step by step.
-WORK_AT_LINES = [
-    "const int q_tiles = (seq_len_q + BLOCK_Q - 1) / BLOCK_Q, pairs_per_head = (q_tiles + 1) / 2;",
-    "const int n_pairs = pairs_per_head * n_heads * batch_size;",
-    "const int pair = blockIdx.x + step / 2 * gridDim.x, i = pair % pairs_per_head;",
-    "work.finished = pair >= n_pairs;",
-    "work.skipped = step % 2 == 1 && 2 * i + 1 == q_tiles;",
-    "work.q0 = (step % 2 == 0 ? q_tiles - 1 - i : i) * BLOCK_Q;",
-    "work.head = pair / pairs_per_head % n_heads;",
-    "work.batch = pair / pairs_per_head / n_heads;",
-]
-
-
-def test_the_pair_schedule_follows_kernel15s_work_at():
-    source = by_number[15].source.read_text()
-    for line in WORK_AT_LINES:
-        assert line in source, f"kernel 15's work_at no longer reads: {line}"
-
-
-# (query tiles, heads, batch, blocks): odd and even counts, one tile per head, grids larger than the pairs (the
-# launch gives min(SMs, query tiles) blocks), and the headline shape on 132 SMs.
-SCHEDULES = [(32, 16, 16, 132), (7, 3, 2, 5), (8, 2, 3, 7), (1, 1, 1, 1), (5, 2, 1, 10), (3, 4, 1, 12), (9, 1, 3, 2)]
-
-
-@pytest.mark.parametrize(("q_tiles", "heads", "batch", "grid"), SCHEDULES)
-def test_the_pair_schedule_covers_every_query_tile_once(figures, q_tiles, heads, batch, grid):
-    """Every (batch, head, query tile) goes to exactly one block, once; in each pair the longer tile (from the end)
-    comes first, and the two tiles of a pair see q_tiles + 1 key tiles together when causal."""
-    taken = [work for block in range(grid) for work in figures.pair_schedule(block, grid, q_tiles, heads, batch)]
-    everything = [(b, h, q) for b in range(batch) for h in range(heads) for q in range(q_tiles)]
-    assert sorted(taken) == everything
+def pair_schedule(q_tiles: int, n_heads: int, batch: int, grid: int) -> list[list[list[tuple[int, int, int]]]]:
+    """Kernel 15's work_at step by step: per block, its pairs, each the (query tile, head, batch) it computes."""
+    pairs_per_head = (q_tiles + 1) // 2
+    n_pairs = pairs_per_head * n_heads * batch
+    blocks = []
     for block in range(grid):
-        work, i = figures.pair_schedule(block, grid, q_tiles, heads, batch), 0
-        while i < len(work):
-            (batch_index, head, longer) = work[i]
-            assert 2 * longer + 1 >= q_tiles  # a pair starts in the second half of its head
-            if 2 * longer + 1 == q_tiles:  # the middle tile, alone
-                i += 1
-                continue
-            assert work[i + 1] == (batch_index, head, q_tiles - 1 - longer)
-            assert figures.causal_key_tiles(longer) + figures.causal_key_tiles(q_tiles - 1 - longer) == q_tiles + 1
-            i += 2
+        pairs, step = [], 0
+        while (pair := block + step // 2 * grid) < n_pairs:
+            i = pair % pairs_per_head
+            if step % 2 == 0:
+                pairs.append([])
+            if not (step % 2 == 1 and 2 * i + 1 == q_tiles):
+                tile = q_tiles - 1 - i if step % 2 == 0 else i
+                pairs[-1].append((tile, pair // pairs_per_head % n_heads, pair // pairs_per_head // n_heads))
+            step += 1
+        blocks.append(pairs)
+    return blocks
+
+
+@pytest.mark.parametrize("q_tiles, n_heads, batch, grid", [(32, 16, 16, 132), (3, 2, 2, 12), (1, 1, 1, 1),
+                                                          (7, 5, 3, 132), (8, 1, 1, 132), (129, 3, 1, 132)])
+def test_chapter15_pairs_cover_every_query_tile_once(q_tiles, n_heads, batch, grid):
+    """Every (tile, head, batch) is computed by exactly one block. Causal, the two tiles of a pair run q_tiles + 1
+    key tiles together, the longer first; only the middle tile of an odd count is alone."""
+    source = by_number[15].source.read_text()
+    assert "work.q0 = (step % 2 == 0 ? q_tiles - 1 - i : i) * BLOCK_Q;" in source  # what pair_schedule mirrors
+    pairs = [pair for block in pair_schedule(q_tiles, n_heads, batch, grid) for pair in block]
+    done = [work for pair in pairs for work in pair]
+    assert sorted(done) == sorted(itertools.product(range(q_tiles), range(n_heads), range(batch)))
+    for pair in pairs:
+        assert len({(head, b) for _, head, b in pair}) == 1
+        if len(pair) == 2:
+            (longer, _, _), (shorter, _, _) = pair
+            assert longer > shorter and (longer + 1) + (shorter + 1) == q_tiles + 1
+        else:
+            assert q_tiles % 2 == 1 and pair[0][0] == q_tiles // 2
