@@ -95,3 +95,33 @@ def test_the_skewed_loop_runs_each_softmax_under_the_product_before(figures):
         assert softmax[tile][0] < pv[tile - 1][1] and pv[tile - 1][0] < softmax[tile][1]
     waiting = figures.schedule_waiting(5)
     assert max(s + n for *_, s, n in skewed) < max(s + n for *_, s, n in waiting)
+
+
+def test_heads_in_flight_counts_each_head_once_while_any_of_its_tiles_runs(figures):
+    """Two tiles of head 0 overlapping count once; head 1 joins at 2 and leaves at 5; nothing after 6."""
+    runs = [(0, 0, 0, 4), (1, 0, 1, 6), (2, 1, 2, 5)]
+    assert figures.heads_in_flight(runs) == [(0, 1), (1, 1), (2, 2), (4, 2), (5, 1), (6, 0)]
+
+
+def test_pairs_keep_the_blocks_even_and_on_few_heads(figures):
+    """Page 15's model at the causal headline shape: every block of kernel 15's grid multiplies its share of key
+    tiles, give or take one pair, and the heads at work at once stay within a window of one pair per block. Without
+    pairs the blocks' shares differ by more, and the heads at work at once spread over more than twice that window,
+    where kernel 14's blocks in launch order stay within twice the window."""
+    shape, q_tiles = figures.SCHEDULE_SHAPE, figures.SCHEDULE_SHAPE["q_tiles"]
+    pairs = figures.run_static(figures.pair_schedule, **shape)
+    strided = figures.run_static(figures.strided_schedule, **shape)
+    launched = figures.run_in_launch_order(**shape)
+    for runs in (pairs, strided, launched):
+        assert len(runs) == q_tiles * shape["heads"] * shape["batch"]
+    busy = figures.busy_time(pairs)
+    assert max(busy) - min(busy) == q_tiles + 1
+    spread = figures.busy_time(strided)
+    assert max(spread) - min(spread) > q_tiles + 1
+    window = -(-figures.SMS // ((q_tiles + 1) // 2)) + 1  # heads that 132 consecutive pairs can touch
+
+    def most(runs):
+        return max(n for _, n in figures.heads_in_flight(runs))
+
+    assert most(pairs) <= window
+    assert max(most(pairs), most(launched)) <= 2 * window < most(strided)

@@ -145,6 +145,49 @@ def test_chapter14_waits_for_s_while_p_v_runs(sass_texts):
     assert "mbarrier_init(&k_free[stage], N_WARPS);" in source and "if (lane == 0) mbarrier_arrive" in source
 
 
+def test_chapter15_tile_loop_keeps_kernel14s_softmax_waits_and_arrivals(sass_texts):
+    """Inside the loop over query tiles, kernel 15's tile loop has kernel 14's exponentials, its two waits for
+    wgmma groups and its two arrivals (K's and V's free barriers); the loop over query tiles adds the rest."""
+    loop14, loop15 = (wgmma_loop(sass_texts[n], products=2 * 128 // 16) for n in (14, 15))
+    for loop in (loop14, loop15):
+        assert loop["WARPGROUP.DEPBAR.LE"] == 2
+        assert sum(n for op, n in loop.items() if op.startswith("SYNCS.ARRIVE")) == 2
+    assert mnemonics(loop15)["MUFU.EX2"] == mnemonics(loop14)["MUFU.EX2"] > 0
+
+
+def test_chapter15_initialises_every_barrier_and_stages_o_in_its_own_tile(sass):
+    """One mbarrier.init (SYNCS.EXCH.64) per barrier, three more than kernel 14 (Q's one becomes a filled and a
+    free barrier per buffer); shared memory grows by two tiles, the second Q buffer and O's, and those barriers."""
+    k14, k15 = by_number[14], by_number[15]
+    assert {n: sass[n]["SYNCS.EXCH.64"] for n in (14, 15)} == {
+        n: source_constant(by_number[n], "N_BARRIERS") for n in (14, 15)}
+    tile_bytes = source_constant(k15, "BLOCK_Q") * source_constant(k15, "HEAD_DIM") * 2
+    assert k15.kernel.smem_bytes - k14.kernel.smem_bytes == 2 * tile_bytes + 3 * 8
+
+
+# Every line of kernel 15's work_at that pair_schedule below (and the schedule figure of page 15) follows.
+WORK_AT_LINES = [
+    "const int q_tiles = (seq_len_q + BLOCK_Q - 1) / BLOCK_Q, pairs_per_head = (q_tiles + 1) / 2;",
+    "const int n_pairs = pairs_per_head * n_heads * batch_size;",
+    "const int pair = blockIdx.x + step / 2 * gridDim.x, i = pair % pairs_per_head;",
+    "work.finished = pair >= n_pairs;",
+    "work.skipped = step % 2 == 1 && 2 * i + 1 == q_tiles;",
+    "work.q0 = (step % 2 == 0 ? q_tiles - 1 - i : i) * BLOCK_Q;",
+    "work.head = pair / pairs_per_head % n_heads;",
+    "work.batch = pair / pairs_per_head / n_heads;",
+]
+
+
+@pytest.mark.parametrize("q_tiles, n_heads, batch, grid", [(32, 16, 16, 132), (7, 5, 3, 132), (5, 2, 3, 4)])
+def test_page15s_figure_deals_the_pairs_as_work_at(figures, q_tiles, n_heads, batch, grid):
+    """The figure's schedule model takes, block by block, the query tiles this file's replay of work_at takes,
+    and the kernel still reads as both replays assume."""
+    source = by_number[15].source.read_text()
+    assert all(line in source for line in WORK_AT_LINES)
+    for block, pairs in enumerate(pair_schedule(q_tiles, n_heads, batch, grid)):
+        replayed = [(b, head, tile) for pair in pairs for tile, head, b in pair]
+        assert figures.pair_schedule(block, grid, q_tiles, n_heads, batch) == replayed
+
 def test_chapter12_register_hand_over_balances():
     """The block starts with the most registers 384 threads can have, and what the producer warpgroup gives back
     is exactly what the consumers take: with fewer at launch, setmaxnreg.inc would wait for registers forever."""

@@ -1,0 +1,40 @@
+"""Chapter 15's persistent grid on the GPU, where every block takes many pairs of query tiles: its Q buffers and
+K/V stages go round many times, and a pair's middle tile may stand alone."""
+
+import pytest
+
+from kernels import DTYPES
+from kernels.launch import gpu_arch
+from tests.conftest import CHAPTERS, requires_gpu
+from tests.test_kernels_gpu import check_chapter, random_qkv
+
+pytestmark = requires_gpu
+PERSISTENT = next(c for c in CHAPTERS if c.kernel.persistent)
+
+# (batch, seq_len, heads): more pairs than a GPU has SMs (768 and 576; an H200 has 132), with 5 query tiles per
+# head (a middle tile alone, so a skipped step) and 8.
+MANY_PAIRS = [(4, 560, 64), (3, 1000, 48)]
+
+
+@pytest.fixture(autouse=True)
+def runs_on_this_gpu():
+    """The persistent chapter is written for Hopper: elsewhere it is skipped, naming why."""
+    try:
+        PERSISTENT.kernel.build_arch(gpu_arch(0))
+    except ValueError as error:
+        pytest.skip(str(error))
+
+
+@pytest.mark.parametrize("shape", MANY_PAIRS, ids=[f"b{b}-s{s}-h{h}" for b, s, h in MANY_PAIRS])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_every_query_tile_of_many_pairs_per_block(shape, causal, dtype):
+    """Every output row written (the output starts as NaN) and as accurate as torch's own attention."""
+    batch, seq_len, heads = shape
+    check_chapter(PERSISTENT, *random_qkv(batch, seq_len, heads, dtype, seed=seq_len), causal)
+
+
+def test_grouped_heads_across_pairs():
+    """Query heads that share a K/V head fall in different pairs, and the K/V copies follow each pair's head."""
+    q, k, v = random_qkv(2, 700, 32, DTYPES["bf16"], seed=7, seq_len_k=900, kv_heads=4)
+    check_chapter(PERSISTENT, q, k, v, True)
