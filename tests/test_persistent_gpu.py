@@ -1,4 +1,4 @@
-"""Chapter 15's persistent grid on the GPU, where every block takes many pairs of query tiles: its Q buffers and
+"""The persistent chapters (15 on) on the GPU, where every block takes many pairs of query tiles: its Q buffers and
 K/V stages go round many times, and a pair's middle tile may stand alone."""
 
 import pytest
@@ -9,32 +9,33 @@ from tests.conftest import CHAPTERS, requires_gpu
 from tests.test_kernels_gpu import check_chapter, random_qkv
 
 pytestmark = requires_gpu
-PERSISTENT = next(c for c in CHAPTERS if c.kernel.persistent)
+PERSISTENT = [c for c in CHAPTERS if c.kernel.persistent]
 
 # (batch, seq_len, heads): more pairs than a GPU has SMs (768 and 576; an H200 has 132), with 5 query tiles per
 # head (a middle tile alone, so a skipped step) and 8.
 MANY_PAIRS = [(4, 560, 64), (3, 1000, 48)]
 
 
-@pytest.fixture(autouse=True)
-def runs_on_this_gpu():
-    """The persistent chapter is written for Hopper: elsewhere it is skipped, naming why."""
+@pytest.fixture(params=PERSISTENT, ids=[c.name for c in PERSISTENT])
+def chapter(request):
+    """A persistent chapter; they are written for Hopper: elsewhere each is skipped, naming why."""
     try:
-        PERSISTENT.kernel.build_arch(gpu_arch(0))
+        request.param.kernel.build_arch(gpu_arch(0))
     except ValueError as error:
         pytest.skip(str(error))
+    return request.param
 
 
 @pytest.mark.parametrize("shape", MANY_PAIRS, ids=[f"b{b}-s{s}-h{h}" for b, s, h in MANY_PAIRS])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
-def test_every_query_tile_of_many_pairs_per_block(shape, causal, dtype):
+def test_every_query_tile_of_many_pairs_per_block(chapter, shape, causal, dtype):
     """Every output row written (the output starts as NaN) and as accurate as torch's own attention."""
     batch, seq_len, heads = shape
-    check_chapter(PERSISTENT, *random_qkv(batch, seq_len, heads, dtype, seed=seq_len), causal)
+    check_chapter(chapter, *random_qkv(batch, seq_len, heads, dtype, seed=seq_len), causal)
 
 
-def test_grouped_heads_across_pairs():
+def test_grouped_heads_across_pairs(chapter):
     """Query heads that share a K/V head fall in different pairs, and the K/V copies follow each pair's head."""
     q, k, v = random_qkv(2, 700, 32, DTYPES["bf16"], seed=7, seq_len_k=900, kv_heads=4)
-    check_chapter(PERSISTENT, q, k, v, True)
+    check_chapter(chapter, q, k, v, True)
