@@ -1,5 +1,6 @@
 """The Hopper chapters (9-15) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
+import difflib
 import importlib.util
 import itertools
 import re
@@ -21,14 +22,14 @@ from tests.test_build_cpu import ADDRESS, BRANCH, sass_text, source_constant
 
 ROOT = Path(__file__).resolve().parent.parent
 by_number = {c.number: c for c in CHAPTERS}
-HOPPER = [9, 10, 11, 12, 13, 14, 15]
+HOPPER = [9, 10, 11, 12, 13, 14, 15, 16]
 REGISTER_FILE = 65536  # 32-bit registers per SM, shared by the threads of its blocks
 REGISTER_STEP = 8  # registers are allocated per thread in multiples of this
 
 
 @pytest.fixture(scope="module")
 def sass_texts():
-    """SASS of the bf16, non-causal instance of chapters 8-15 for an sm_90 GPU."""
+    """SASS of the bf16, non-causal instance of chapters 8-16 for an sm_90 GPU."""
     return {number: sass_text(by_number[number]) for number in [8, *HOPPER]}
 
 
@@ -45,9 +46,9 @@ def mnemonics(counts: Counter) -> Counter:
     return grouped
 
 
-def wgmma_loop(sass: str, products: int | None = None) -> Counter:
-    """Opcodes of the tile loop: the shortest backward branch around the most HGMMA (or exactly ``products`` of
-    them, for a loop nested in another), from its target to the branch.
+def wgmma_loop_lines(sass: str, products: int | None = None) -> list[str]:
+    """The SASS lines of the tile loop: the shortest backward branch around the most HGMMA (or exactly ``products``
+    of them, for a loop nested in another), from its target to the branch.
 
     Only branches before the last EXIT count: ptxas moves the retry of an mbarrier wait out of line, past the
     end of the kernel, and branches back from there into the loop. Not every HGMMA is in the loop either:
@@ -62,10 +63,36 @@ def wgmma_loop(sass: str, products: int | None = None) -> Counter:
     inside = {loop: sum(loop[0] <= address <= loop[1] for address in hgmma) for loop in loops}
     wanted = max(inside.values()) if products is None else products
     start, end = min((loop for loop in loops if inside[loop] == wanted), key=lambda loop: loop[1] - loop[0])
-    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
+    return [line for address, line in addressed if start <= address <= end]
 
 
-def test_the_hopper_chapters_are_9_to_15():
+def wgmma_loop(sass: str, products: int | None = None) -> Counter:
+    """Opcodes of the tile loop (see wgmma_loop_lines)."""
+    return opcodes("\n".join(wgmma_loop_lines(sass, products)))
+
+
+REGISTER = re.compile(r"\bR(\d+)\b")
+
+
+def longest_chain(lines: list[str], mnemonic_wanted: str) -> int:
+    """The most instructions of one kind (e.g. "FADD") in a row, each reading a register the one before wrote: the
+    dependent path through them in straight-line SASS. Any other instruction that writes a register ends its chain."""
+    depth, longest = {}, 0
+    for line in lines:
+        instruction = re.sub(r"^@!?U?P\w+\s+", "", line.split("*/", 1)[1].split(";")[0].strip())
+        opcode, _, operands = instruction.partition(" ")
+        written, *read = operands.split(",")
+        if not (destination := REGISTER.findall(written)):
+            continue
+        if opcode.split(".")[0] == mnemonic_wanted:
+            depth[destination[0]] = 1 + max((depth.get(r, 0) for r in REGISTER.findall(",".join(read))), default=0)
+            longest = max(longest, depth[destination[0]])
+        else:
+            depth[destination[0]] = 0
+    return longest
+
+
+def test_the_hopper_chapters_are_9_to_16():
     assert [c.name for c in CHAPTERS if c.number >= 9] == [
         "k09_wgmma",
         "k10_wgmma_pv",
@@ -74,6 +101,7 @@ def test_the_hopper_chapters_are_9_to_15():
         "k13_descriptors",
         "k14_overlap",
         "k15_persistent",
+        "k16_softmax_chains",
     ]
     assert all(by_number[n].kernel.arch == "sm_90a" for n in HOPPER)
 
@@ -407,3 +435,35 @@ def test_chapter15_pairs_cover_every_query_tile_once(q_tiles, n_heads, batch, gr
             assert longer > shorter and (longer + 1) + (shorter + 1) == q_tiles + 1
         else:
             assert q_tiles % 2 == 1 and pair[0][0] == q_tiles // 2
+
+
+def test_chapter16_splits_the_softmax_reductions_into_chains(sass_texts):
+    """Kernel 15's tile loop adds a row's 32 probabilities in one dependent chain and takes its max over 16 pairs in
+    another; kernel 16 deals them to CHAINS chains joined pairwise, so no path is longer than a chain, the joins
+    and the few steps after (the max's two shuffles, the new max, the running sum)."""
+    chains = source_constant(by_number[16], "CHAINS")
+    joins = chains.bit_length() - 1
+    loop15, loop16 = (wgmma_loop_lines(sass_texts[n], products=2 * 128 // 16) for n in (15, 16))
+    assert longest_chain(loop15, "FADD") >= 32 - 1
+    assert longest_chain(loop15, "FMNMX") >= 16
+    assert longest_chain(loop16, "FADD") <= 32 // chains + joins + 1
+    assert longest_chain(loop16, "FMNMX") <= 16 // chains + joins + 3
+    # The same exponentials and scalings: only the reductions changed, with at most a few more additions.
+    ops15, ops16 = (mnemonics(opcodes("\n".join(loop))) for loop in (loop15, loop16))
+    assert ops16["MUFU.EX2"] == ops15["MUFU.EX2"] and ops16["FFMA"] == ops15["FFMA"]
+    assert ops15["FADD"] < ops16["FADD"] <= ops15["FADD"] + 2 * chains
+    assert ops16["HGMMA"] == ops15["HGMMA"] == 2 * 128 // 16
+
+
+def test_chapter16_is_chapter15_but_for_the_softmax():
+    """Past its header, kernel 16 changes kernel 15 only inside the softmax, and for the CHAINS constant and check."""
+    source15, source16 = (by_number[n].source.read_text().splitlines() for n in (15, 16))
+    softmax = (source16.index("    const auto softmax = [&](int kv0, float (&rescale)[2]) {"),
+               source16.index("    const auto to_p_frag = [&]() {"))
+    header = next(i for i, line in enumerate(source16) if not line.startswith("//"))
+    changes = difflib.SequenceMatcher(None, source15, source16, autojunk=False).get_opcodes()
+    changed = [(first, last) for tag, _, _, first, last in changes if tag != "equal" and last > header]
+    assert changed
+    for first, last in changed:
+        inside_softmax = softmax[0] < first and last <= softmax[1]
+        assert inside_softmax or all("CHAINS" in line or line.strip().startswith('"') for line in source16[first:last])
