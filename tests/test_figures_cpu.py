@@ -125,3 +125,17 @@ def test_pairs_keep_the_blocks_even_and_on_few_heads(figures):
 
     assert most(pairs) <= window
     assert max(most(pairs), most(launched)) <= 2 * window < most(strided)
+
+
+@pytest.mark.parametrize("chains", [1, 2, 4, 8, 16])
+def test_the_chains_add_every_value_once_in_fewer_steps(figures, chains):
+    """Page 16's model: every value added once, chains - 1 joins and one addition into row_sum, and a dependent
+    path of values / chains + log2(chains) + 1 steps, against values for kernel 15's single chain."""
+    values = 32
+    additions = figures.sum_in_chains(values, chains)
+    kinds = [kind for _, _, kind in additions]
+    assert kinds.count("p") == values and kinds.count("join") == chains - 1 and kinds.count("row_sum") == 1
+    assert max(step for _, step, _ in additions) == values // chains + chains.bit_length() - 1 + 1
+    per_step = [(row, step) for row, step, _ in additions]
+    assert len(per_step) == len(set(per_step))  # one addition per chain and step
+    assert max(step for _, step, _ in figures.sum_in_one_chain(values)) == values

@@ -1,7 +1,7 @@
 """Draw every figure in docs/: the thread maps (a block's rows, the tile copy, kernel 7's addresses, a 128-key
 tile's scores), the layouts (fragments, ldmatrix, the V transpose, the swizzle, kernel 9's planes), the
-schedules (the pipeline, chapter 12's roles, chapter 14's skewed loop, chapter 15's pairs of query tiles), and
-the ladder plot from results/headline.json.
+schedules (the pipeline, chapter 12's roles, chapter 14's skewed loop, chapter 15's pairs of query tiles,
+chapter 16's chains), and the ladder plot from results/headline.json.
 
     python docs/figures/make_figures.py          # rewrites docs/figures/*.png
 
@@ -1261,6 +1261,58 @@ def figure_pair_schedule(path: Path) -> None:
     plt.close(fig)
 
 
+# ---------------------------------------------------------------------------------------------------
+# Chapter 16: one thread's sum over a row's probabilities, as one chain or as several joined pairwise.
+# ---------------------------------------------------------------------------------------------------
+
+Addition = tuple[int, int, str]  # (row in the figure, step on the dependent path, what it adds)
+
+
+def sum_in_one_chain(values: int) -> list[Addition]:
+    """Kernel 15: row_sum += p, value after value: each addition waits for the one before."""
+    return [(0, step, "p") for step in range(1, values + 1)]
+
+
+def sum_in_chains(values: int, chains: int) -> list[Addition]:
+    """Kernel 16: value i goes to chain i % chains; the chains are joined pairwise, then added to row_sum."""
+    additions = [(chain, i // chains + 1, "p") for i in range(values) for chain in [i % chains]]
+    step, width = values // chains, chains // 2
+    while width:
+        step += 1
+        additions += [(chain, step, "join") for chain in range(width)]
+        width //= 2
+    return additions + [(0, step + 1, "row_sum")]
+
+
+def figure_softmax_chains(path: Path, values: int = 32, chains: int = 8) -> None:
+    scenarios = [("kernel 15: one chain", sum_in_one_chain(values)),
+                 (f"kernel 16: {chains} chains, joined pairwise", sum_in_chains(values, chains))]
+    colors = {"p": "#8fb8de", "join": "#f4b183", "row_sum": "#a9d18e"}
+    names = {"p": "adds one probability", "join": "joins two chains", "row_sum": "adds the total to row_sum"}
+    fig, axes = plt.subplots(2, 1, figsize=(12, 4.8), gridspec_kw={"height_ratios": [1, chains]}, sharex=True)
+    for ax, (title, additions) in zip(axes, scenarios, strict=True):
+        rows = max(row for row, _, _ in additions) + 1
+        for row, step, kind in additions:
+            ax.add_patch(Rectangle((step - 1, rows - 1 - row), 0.9, 0.8, facecolor=colors[kind], edgecolor="white"))
+        depth = max(step for _, step, _ in additions)
+        ax.text(depth + 0.2, rows - 0.6, f"{depth} steps", va="center", fontsize=9)
+        ax.set_xlim(0, values + 4)
+        ax.set_ylim(-0.2, rows)
+        ax.set_yticks([rows - 1 - r + 0.4 for r in range(rows)], [f"chain {r}" for r in range(rows)] if rows > 1
+                      else ["row_sum"], fontsize=8)
+        ax.set_title(f"{title}: {len(additions)} additions", fontsize=10, loc="left")
+        for side in ("top", "right", "left"):
+            ax.spines[side].set_visible(False)
+        ax.tick_params(axis="y", length=0)
+    axes[-1].set_xlabel("step on the dependent path: an addition cannot start before the one it reads has ended")
+    axes[-1].legend(handles=[Patch(color=c, label=names[k]) for k, c in colors.items()], loc="upper center",
+                    bbox_to_anchor=(0.5, -0.35), ncol=3, fontsize=9, frameon=False)
+    fig.suptitle(f"One thread's sum over its {values} probabilities of a row in a tile", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Regenerate the PNG figures under docs/figures/.")
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "headline.json",
@@ -1284,6 +1336,7 @@ def main() -> None:
         "warp_specialized.png": figure_warp_specialized,
         "overlap.png": figure_overlap,
         "pair_schedule.png": figure_pair_schedule,
+        "softmax_chains.png": figure_softmax_chains,
     }
     for name, draw in figures.items():
         draw(FIGURES / name)
