@@ -1,4 +1,4 @@
-"""The Hopper chapters (9-15) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
+"""The Hopper chapters (9-16) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
 import difflib
 import importlib.util
@@ -215,6 +215,7 @@ def test_page15s_figure_deals_the_pairs_as_work_at(figures, q_tiles, n_heads, ba
     for block, pairs in enumerate(pair_schedule(q_tiles, n_heads, batch, grid)):
         replayed = [(b, head, tile) for pair in pairs for tile, head, b in pair]
         assert figures.pair_schedule(block, grid, q_tiles, n_heads, batch) == replayed
+
 
 def test_chapter12_register_hand_over_balances():
     """The block starts with the most registers 384 threads can have, and what the producer warpgroup gives back

@@ -1275,7 +1275,7 @@ def sum_in_one_chain(values: int) -> list[Addition]:
 
 def sum_in_chains(values: int, chains: int) -> list[Addition]:
     """Kernel 16: value i goes to chain i % chains; the chains are joined pairwise, then added to row_sum."""
-    additions = [(chain, i // chains + 1, "p") for i in range(values) for chain in [i % chains]]
+    additions = [(i % chains, i // chains + 1, "p") for i in range(values)]
     step, width = values // chains, chains // 2
     while width:
         step += 1
