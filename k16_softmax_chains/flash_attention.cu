@@ -41,7 +41,7 @@ constexpr int STAGES = 2;                  // shared-memory buffers for each of 
 constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 constexpr int PLANE = 64;                  // columns in one plane of a tile: 128 bytes per row
 constexpr int Q_TILES = 3;  // (BLOCK_Q, HEAD_DIM) tiles in shared memory: two buffers of Q, and O on its way out
-constexpr int N_BARRIERS = 4 + 4 * STAGES;  // mbarriers after the tiles: per Q buffer and per stage of K and V, filled and free
+constexpr int N_BARRIERS = 4 + 4 * STAGES;  // mbarriers after the tiles: per Q buffer and stage of K and V, filled and free
 static_assert((Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * 2 + N_BARRIERS * 8 + SMEM_ALIGN <= 227 * 1024,
               "the tiles and barriers fit in one block's shared memory on Hopper");
 static_assert(BLOCK_KV / MMA_N % CHAINS == 0 && (CHAINS & (CHAINS - 1)) == 0,
@@ -310,8 +310,8 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
                 const __grid_constant__ TensorMap v_map, T* __restrict__ o, int seq_len_q, int seq_len_k, int n_heads,
                 int n_kv_heads, float softmax_scale, int batch_size) {
     extern __shared__ __align__(16) unsigned char smem[];
-    T* q_smem = reinterpret_cast<T*>(aligned_smem(smem));  // two tiles: this query tile's Q and the next one's
-    T* k_smem = q_smem + 2 * BLOCK_Q * HEAD_DIM;        // STAGES tiles
+    T* q_buffers = reinterpret_cast<T*>(aligned_smem(smem));  // two tiles: this query tile's Q and the next one's
+    T* k_smem = q_buffers + 2 * BLOCK_Q * HEAD_DIM;     // STAGES tiles
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
     T* o_smem = v_smem + STAGES * BLOCK_KV * HEAD_DIM;  // O on its way out
     // Per Q buffer: its tile has landed (filled), and every S that reads it is done (free).
@@ -340,7 +340,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     const int q_tiles = (seq_len_q + BLOCK_Q - 1) / BLOCK_Q, pairs_per_head = (q_tiles + 1) / 2;
     const int n_pairs = pairs_per_head * n_heads * batch_size;
     struct Work {
-        bool finished, skipped;  // no pair left for this block; the second tile of a pair that has one
+        bool finished, skipped;  // no pair left for this block; the second tile of a pair that has none
         int q0, head, kv_head, batch, n_tiles;
     };
     const auto work_at = [&](int step) {
@@ -354,7 +354,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
         // Grouped heads (GQA, or MQA with one K/V head): n_heads / n_kv_heads query heads in a row share one
         // K/V head. Only the K and V copies see it.
         work.kv_head = work.head / (n_heads / n_kv_heads);
-        // Causal: tiles wholly above the diagonal are skipped (the block's last query sees up to key
+        // Causal: tiles wholly above the diagonal are skipped (the tile's last query sees up to key
         // q0 + BLOCK_Q - 1 + causal_offset). Tile 0 always holds key 0, visible to every query, so each
         // row's max is finite from the first tile on and exp() never sees inf - inf.
         const int n_keys = CAUSAL ? min(seq_len_k, work.q0 + BLOCK_Q + causal_offset) : seq_len_k;
@@ -387,161 +387,149 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     if (warp >= N_WARPS) {
         setmaxnreg_dec<PRODUCER_REGISTERS>();
         if (threadIdx.x == N_WARPS * 32) {
-            int kv_count = 0;
-            for (int step = 0, round = 0;; ++step) {
+            for (int step = 0, round = 0, kv_count = 0;; ++step) {
                 const Work work = work_at(step);
                 if (work.finished) break;
                 if (work.skipped) continue;
-                // The Q buffers take turns: each one's barriers complete once per two query tiles.
-                const int buffer = round % 2;
-                if (round >= 2) mbarrier_wait(&q_free[buffer], (round / 2 - 1) % 2);
+                const int q0 = work.q0, head = work.head, kv_head = work.kv_head, batch = work.batch;
+                // The Q buffers take turns; a buffer's barriers complete once per turn.
+                const int buffer = round % 2, turn = round / 2;
+                ++round;
+                if (turn > 0) mbarrier_wait(&q_free[buffer], (turn - 1) % 2);
                 mbarrier_arrive_expect_bytes(&q_filled[buffer], TILE_BYTES);
-                load_tile<BLOCK_Q>(q_smem + buffer * BLOCK_Q * HEAD_DIM, q_map, work.head, work.q0, work.batch,
-                                   &q_filled[buffer]);
+                load_tile<BLOCK_Q>(q_buffers + buffer * BLOCK_Q * HEAD_DIM, q_map, head, q0, batch, &q_filled[buffer]);
                 for (int tile = 0; tile < work.n_tiles; ++tile, ++kv_count) {
                     const int stage = kv_count % STAGES;
                     // The consumers released tile - STAGES: a free barrier completes once per STAGES tiles.
                     if (kv_count >= STAGES) mbarrier_wait(&k_free[stage], (kv_count / STAGES - 1) % 2);
                     mbarrier_arrive_expect_bytes(&k_filled[stage], TILE_BYTES);
-                    load_tile<BLOCK_KV>(k_smem + stage * BLOCK_KV * HEAD_DIM, k_map, work.kv_head, tile * BLOCK_KV,
-                                        work.batch, &k_filled[stage]);
+                    load_tile<BLOCK_KV>(k_smem + stage * BLOCK_KV * HEAD_DIM, k_map, kv_head, tile * BLOCK_KV, batch,
+                                        &k_filled[stage]);
                     if (kv_count >= STAGES) mbarrier_wait(&v_free[stage], (kv_count / STAGES - 1) % 2);
                     mbarrier_arrive_expect_bytes(&v_filled[stage], TILE_BYTES);
-                    load_tile<BLOCK_KV>(v_smem + stage * BLOCK_KV * HEAD_DIM, v_map, work.kv_head, tile * BLOCK_KV,
-                                        work.batch, &v_filled[stage]);
+                    load_tile<BLOCK_KV>(v_smem + stage * BLOCK_KV * HEAD_DIM, v_map, kv_head, tile * BLOCK_KV, batch,
+                                        &v_filled[stage]);
                 }
-                ++round;
             }
         }
         return;
     }
-    // The consumers: kernel 14's loop, once per query tile.
+    // The consumers: kernel 14's, once per query tile of the work list.
     setmaxnreg_inc<CONSUMER_REGISTERS>();
-
-    // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
-    // the running max (in base-2 units: times scale * log2(e)) and this thread's part of the running sum.
-    // They start again for every query tile, as do q0 and the descriptor of the Q buffer it reads.
-    const float scale_log2 = softmax_scale * 1.4426950408889634f;
-    float o_acc[HEAD_DIM / MMA_N][4];
-    float row_max[2], row_sum[2];
-    int q0;
-
-    // Descriptors of this warpgroup's Q rows and of stage 0's K and V, made once: another stage is a fixed
-    // offset (STAGE_STEP), and so is a block inside a tile (descriptor_step).
-    unsigned long long q_descriptor;
-    const unsigned long long q_buffer0 = smem_descriptor(q_smem, group_row0, 0);
-    const unsigned long long k_descriptor = smem_descriptor(k_smem, 0, 0);
-    const unsigned long long v_descriptor = smem_descriptor(v_smem, 0, 0);
-    constexpr unsigned long long STAGE_STEP = TILE_BYTES >> 4;  // descriptors count 16-byte units
-
-    float s_acc[BLOCK_KV / MMA_N][4];
-    unsigned p_frag[BLOCK_KV / MMA_K][4];
-
-    // S = Q K^T for this warpgroup's 64 rows x BLOCK_KV keys, one wgmma per 16 columns of HEAD_DIM.
-    const auto issue_scores = [&](int stage) {
-#pragma unroll
-        for (int mma_d = 0; mma_d < HEAD_DIM / MMA_K; ++mma_d) {
-            wgmma_smem_smem<T>(s_acc, q_descriptor + descriptor_step<T>(0, mma_d * MMA_K),
-                               k_descriptor + stage * STAGE_STEP + descriptor_step<T>(0, mma_d * MMA_K), mma_d > 0);
-        }
-        wgmma_commit();
-    };
-    // O += P V, one wgmma per 16 keys.
-    const auto issue_products = [&](int stage) {
-#pragma unroll
-        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
-            wgmma_regs_smem<T>(o_acc, p_frag[mma_kv],
-                               v_descriptor + stage * STAGE_STEP + descriptor_step<T>(mma_kv * MMA_K, 0));
-        }
-        wgmma_commit();
-    };
-    // The scores of the tile at key kv0 -> unnormalised probabilities, in place; rescale[h] is what O
-    // must be multiplied by for the new max.
-    const auto softmax = [&](int kv0, float (&rescale)[2]) {
-        // Keys past the end, and keys past the query's diagonal when causal, get no weight.
-        if (kv0 + BLOCK_KV > seq_len_k || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0 + causal_offset)) {
-#pragma unroll
-            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int key = kv0 + mma_n * MMA_N + 2 * t + i % 2;
-                    const int query = q0 + warp_row0 + g + 8 * (i / 2);
-                    if (key >= seq_len_k || (CAUSAL && key > query + causal_offset)) s_acc[mma_n][i] = -CUDART_INF_F;
-                }
-            }
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            // n-tile n joins chain n % CHAINS; the chains are then joined pairwise, in log2(CHAINS) steps.
-            float chain_max[CHAINS];
-#pragma unroll
-            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
-                const float pair_max = fmaxf(s_acc[mma_n][2 * h], s_acc[mma_n][2 * h + 1]);
-                chain_max[mma_n % CHAINS] = mma_n < CHAINS ? pair_max : fmaxf(chain_max[mma_n % CHAINS], pair_max);
-            }
-#pragma unroll
-            for (int width = CHAINS / 2; width > 0; width /= 2) {
-#pragma unroll
-                for (int c = 0; c < width; ++c) chain_max[c] = fmaxf(chain_max[c], chain_max[c + width]);
-            }
-            float tile_max = chain_max[0];
-            // The 4 lanes t = 0..3 of a group hold one row between them.
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 1));
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 2));
-            const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
-            rescale[h] = fast_exp2(row_max[h] - new_max);
-            row_max[h] = new_max;
-            row_sum[h] *= rescale[h];
-            float chain_sum[CHAINS] = {};
-#pragma unroll
-            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
-#pragma unroll
-                for (int i = 2 * h; i < 2 * h + 2; ++i) {
-                    s_acc[mma_n][i] = fast_exp2(fmaf(s_acc[mma_n][i], scale_log2, -new_max));
-                    chain_sum[mma_n % CHAINS] += s_acc[mma_n][i];
-                }
-            }
-#pragma unroll
-            for (int width = CHAINS / 2; width > 0; width /= 2) {
-#pragma unroll
-                for (int c = 0; c < width; ++c) chain_sum[c] += chain_sum[c + width];
-            }
-            row_sum[h] += chain_sum[0];
-        }
-    };
-    // P to 16 bits. The accumulators of n-tiles 2 mma_kv and 2 mma_kv + 1 are exactly the A fragment of
-    // key block mma_kv, so P never leaves the registers.
-    const auto to_p_frag = [&]() {
-#pragma unroll
-        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
-            p_frag[mma_kv][0] = pack_floats<T>(s_acc[2 * mma_kv][0], s_acc[2 * mma_kv][1]);
-            p_frag[mma_kv][1] = pack_floats<T>(s_acc[2 * mma_kv][2], s_acc[2 * mma_kv][3]);
-            p_frag[mma_kv][2] = pack_floats<T>(s_acc[2 * mma_kv + 1][0], s_acc[2 * mma_kv + 1][1]);
-            p_frag[mma_kv][3] = pack_floats<T>(s_acc[2 * mma_kv + 1][2], s_acc[2 * mma_kv + 1][3]);
-        }
-    };
-
-    int kv_count = 0;  // the K and V tiles read so far, counted as the producer counts them
-    for (int step = 0, round = 0;; ++step) {
+    for (int step = 0, round = 0, kv_count = 0;; ++step) {
         const Work work = work_at(step);
         if (work.finished) break;
         if (work.skipped) continue;
-        const int buffer = round % 2;
-        q0 = work.q0;
-        q_descriptor = q_buffer0 + buffer * STAGE_STEP;
+        const int q0 = work.q0, head = work.head, batch = work.batch, n_tiles = work.n_tiles;
+        const int buffer = round % 2, turn = round / 2;
+        ++round;
+        T* q_smem = q_buffers + buffer * BLOCK_Q * HEAD_DIM;
+        T* o_head = o + ((long long)batch * seq_len_q * n_heads + head) * HEAD_DIM;
+        mbarrier_wait(&q_filled[buffer], turn % 2);
+
+        // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
+        // the running max (in base-2 units: times scale * log2(e)) and this thread's part of the running sum.
+        const float scale_log2 = softmax_scale * 1.4426950408889634f;
+        float o_acc[HEAD_DIM / MMA_N][4] = {};
+        float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
+        float row_sum[2] = {0.0f, 0.0f};
+
+        // Descriptors of this warpgroup's Q rows and of stage 0's K and V, made once: another stage is a fixed
+        // offset (STAGE_STEP), and so is a block inside a tile (descriptor_step).
+        const unsigned long long q_descriptor = smem_descriptor(q_smem, group_row0, 0);
+        const unsigned long long k_descriptor = smem_descriptor(k_smem, 0, 0);
+        const unsigned long long v_descriptor = smem_descriptor(v_smem, 0, 0);
+        constexpr unsigned long long STAGE_STEP = TILE_BYTES >> 4;  // descriptors count 16-byte units
+
+        float s_acc[BLOCK_KV / MMA_N][4];
+        unsigned p_frag[BLOCK_KV / MMA_K][4];
+
+        // S = Q K^T for this warpgroup's 64 rows x BLOCK_KV keys, one wgmma per 16 columns of HEAD_DIM.
+        const auto issue_scores = [&](int stage) {
 #pragma unroll
-        for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
+            for (int mma_d = 0; mma_d < HEAD_DIM / MMA_K; ++mma_d) {
+                wgmma_smem_smem<T>(s_acc, q_descriptor + descriptor_step<T>(0, mma_d * MMA_K),
+                                   k_descriptor + stage * STAGE_STEP + descriptor_step<T>(0, mma_d * MMA_K), mma_d > 0);
+            }
+            wgmma_commit();
+        };
+        // O += P V, one wgmma per 16 keys.
+        const auto issue_products = [&](int stage) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) o_acc[mma_n][i] = 0.0f;
-        }
-        for (int h = 0; h < 2; ++h) {
-            row_max[h] = -CUDART_INF_F;
-            row_sum[h] = 0.0f;
-        }
+            for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
+                wgmma_regs_smem<T>(o_acc, p_frag[mma_kv],
+                                   v_descriptor + stage * STAGE_STEP + descriptor_step<T>(mma_kv * MMA_K, 0));
+            }
+            wgmma_commit();
+        };
+        // The scores of the tile at key kv0 -> unnormalised probabilities, in place; rescale[h] is what O
+        // must be multiplied by for the new max.
+        const auto softmax = [&](int kv0, float (&rescale)[2]) {
+            // Keys past the end, and keys past the query's diagonal when causal, get no weight.
+            if (kv0 + BLOCK_KV > seq_len_k || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0 + causal_offset)) {
+#pragma unroll
+                for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int key = kv0 + mma_n * MMA_N + 2 * t + i % 2;
+                        const int query = q0 + warp_row0 + g + 8 * (i / 2);
+                        if (key >= seq_len_k || (CAUSAL && key > query + causal_offset)) s_acc[mma_n][i] = -CUDART_INF_F;
+                    }
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                // n-tile n joins chain n % CHAINS; the chains are then joined pairwise, in log2(CHAINS) steps.
+                float chain_max[CHAINS];
+#pragma unroll
+                for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
+                    const float pair_max = fmaxf(s_acc[mma_n][2 * h], s_acc[mma_n][2 * h + 1]);
+                    chain_max[mma_n % CHAINS] = mma_n < CHAINS ? pair_max : fmaxf(chain_max[mma_n % CHAINS], pair_max);
+                }
+#pragma unroll
+                for (int width = CHAINS / 2; width > 0; width /= 2) {
+#pragma unroll
+                    for (int c = 0; c < width; ++c) chain_max[c] = fmaxf(chain_max[c], chain_max[c + width]);
+                }
+                float tile_max = chain_max[0];
+                // The 4 lanes t = 0..3 of a group hold one row between them.
+                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 1));
+                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 2));
+                const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
+                rescale[h] = fast_exp2(row_max[h] - new_max);
+                row_max[h] = new_max;
+                row_sum[h] *= rescale[h];
+                float chain_sum[CHAINS] = {};
+#pragma unroll
+                for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
+#pragma unroll
+                    for (int i = 2 * h; i < 2 * h + 2; ++i) {
+                        s_acc[mma_n][i] = fast_exp2(fmaf(s_acc[mma_n][i], scale_log2, -new_max));
+                        chain_sum[mma_n % CHAINS] += s_acc[mma_n][i];
+                    }
+                }
+#pragma unroll
+                for (int width = CHAINS / 2; width > 0; width /= 2) {
+#pragma unroll
+                    for (int c = 0; c < width; ++c) chain_sum[c] += chain_sum[c + width];
+                }
+                row_sum[h] += chain_sum[0];
+            }
+        };
+        // P to 16 bits. The accumulators of n-tiles 2 mma_kv and 2 mma_kv + 1 are exactly the A fragment of
+        // key block mma_kv, so P never leaves the registers.
+        const auto to_p_frag = [&]() {
+#pragma unroll
+            for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
+                p_frag[mma_kv][0] = pack_floats<T>(s_acc[2 * mma_kv][0], s_acc[2 * mma_kv][1]);
+                p_frag[mma_kv][1] = pack_floats<T>(s_acc[2 * mma_kv][2], s_acc[2 * mma_kv][3]);
+                p_frag[mma_kv][2] = pack_floats<T>(s_acc[2 * mma_kv + 1][0], s_acc[2 * mma_kv + 1][1]);
+                p_frag[mma_kv][3] = pack_floats<T>(s_acc[2 * mma_kv + 1][2], s_acc[2 * mma_kv + 1][3]);
+            }
+        };
 
         // Tile 0: its scores alone.
         float rescale[2];
-        mbarrier_wait(&q_filled[buffer], round / 2 % 2);
         mbarrier_wait(&k_filled[kv_count % STAGES], kv_count / STAGES % 2);
         wgmma_fence();
         issue_scores(kv_count % STAGES);
@@ -553,7 +541,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
 
         // Iteration `tile` issues S = Q K^T of this tile and, behind it, O += P V of the tile before. It waits
         // for S alone and runs the softmax while P V is on the tensor cores, then rescales O once P V is done.
-        for (int tile = 1; tile < work.n_tiles; ++tile) {
+        for (int tile = 1; tile < n_tiles; ++tile) {
             const int count = kv_count + tile, stage = count % STAGES, last_stage = (count - 1) % STAGES;
             mbarrier_wait(&k_filled[stage], count / STAGES % 2);
             mbarrier_wait(&v_filled[last_stage], (count - 1) / STAGES % 2);
@@ -579,12 +567,11 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
             }
             to_p_frag();
         }
-
         // Every S of this query tile is done: its Q buffer may take the one after next.
         if (lane == 0) mbarrier_arrive(&q_free[buffer]);
 
         // The last tile's P V.
-        kv_count += work.n_tiles;
+        kv_count += n_tiles;
         const int last_stage = (kv_count - 1) % STAGES;
         mbarrier_wait(&v_filled[last_stage], (kv_count - 1) / STAGES % 2);
         pin_registers(o_acc);
@@ -597,7 +584,6 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
 
         // Normalise, convert to 16 bits and stage this warp's rows in o_smem, so that the global writes can be
         // whole 16-byte vectors instead of 4-byte pairs. Its lanes are done reading what it staged last time.
-        T* o_head = o + ((long long)work.batch * seq_len_q * n_heads + work.head) * HEAD_DIM;
         __syncwarp();
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -623,6 +609,5 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
                     *reinterpret_cast<const uint4*>(&o_smem[smem_index(row, col)]);
             }
         }
-        ++round;
     }
 }

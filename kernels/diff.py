@@ -1,6 +1,6 @@
 """`runner.py diff A B`: the one idea chapter B adds to chapter A, as a unified diff of the kernel, then the loader.
 
-    python runner.py diff 3 4 [-U 5] [--no-color]
+    python runner.py diff 3 4 [-U 5] [-w] [--no-color]
 """
 
 from __future__ import annotations
@@ -18,18 +18,28 @@ DIFFED_FILES = ("flash_attention.cu", "loader.py")
 DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
 
 
-def unified_diff(a: Path, b: Path, context: int) -> list[str]:
-    """The unified diff of two files, labelled chapter/file, without line endings."""
-    return list(
-        difflib.unified_diff(
-            a.read_text().splitlines(),
-            b.read_text().splitlines(),
-            f"{a.parent.name}/{a.name}",
-            f"{b.parent.name}/{b.name}",
-            n=context,
-            lineterm="",
-        )
-    )
+def unified_diff(a: Path, b: Path, context: int, ignore_indent: bool = False) -> list[str]:
+    """The unified diff of two files, labelled chapter/file, without line endings.
+
+    With ``ignore_indent``, lines that differ only in leading whitespace count as the same and show as context in
+    their new form, as `diff -w` does: code that moved into a loop shows as the loop's lines alone.
+    """
+    old, new = a.read_text().splitlines(), b.read_text().splitlines()
+    if not ignore_indent:
+        return list(difflib.unified_diff(old, new, f"{a.parent.name}/{a.name}", f"{b.parent.name}/{b.name}",
+                                         n=context, lineterm=""))
+    matcher = difflib.SequenceMatcher(None, [line.lstrip() for line in old], [line.lstrip() for line in new],
+                                      autojunk=False)
+    lines = []
+    for group in matcher.get_grouped_opcodes(context):
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        lines.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines += [" " + line for line in new[j1:j2]]
+                continue
+            lines += ["-" + line for line in old[i1:i2]] + ["+" + line for line in new[j1:j2]]
+    return [f"--- {a.parent.name}/{a.name}", f"+++ {b.parent.name}/{b.name}", *lines] if lines else []
 
 
 def diff_style(line: str) -> str:
@@ -54,7 +64,8 @@ def run_diff(args: argparse.Namespace) -> int:
     for i, file_name in enumerate(DIFFED_FILES):
         if i:
             print()
-        lines = unified_diff(a.source.with_name(file_name), b.source.with_name(file_name), args.context)
+        lines = unified_diff(a.source.with_name(file_name), b.source.with_name(file_name), args.context,
+                             args.ignore_indent)
         print_diff(lines or [f"{a.name} and {b.name} have the same {file_name}"], color=not args.no_color)
     return 0
 
@@ -65,6 +76,8 @@ def build_parser() -> Parser:
     parser.add_argument("a", help="first chapter, by number or slug")
     parser.add_argument("b", help="second chapter, by number or slug")
     parser.add_argument("-U", "--context", type=int, default=3, help="lines of context (default 3)")
+    parser.add_argument("-w", "--ignore-indent", action="store_true",
+                        help="lines that differ only in indentation count as unchanged (code moved into a loop)")
     parser.add_argument("--no-color", action="store_true", help="plain text, no colours")
     return parser
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernels import BuildError, inspect, sass
+from kernels.diff import unified_diff
 from kernels.opcodes import group_counts, mnemonic
 from tests.conftest import CHAPTERS
 
@@ -216,3 +217,27 @@ def test_diff_3_4_shows_the_swizzle():
 def test_diff_takes_slugs_and_plain_output():
     by_slug = runner("diff", "ldmatrix", "k04_swizzle", "--no-color")
     assert by_slug.returncode == 0 and by_slug.stdout == runner("diff", "3", "4").stdout
+
+
+def changed(diff: list[str]) -> list[str]:
+    """The lines a unified diff removes or adds, without its two file headers."""
+    return [line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+
+
+def test_diff_w_shows_code_moved_into_a_loop_as_the_loop_alone():
+    plain, ignoring = runner("diff", "14", "15"), runner("diff", "14", "15", "-w")
+    assert plain.returncode == ignoring.returncode == 0, plain.stderr + ignoring.stderr
+    plain, ignoring = changed(plain.stdout.splitlines()), changed(ignoring.stdout.splitlines())
+    # Kernel 15 runs kernel 14's consumers once per query tile: their lines move one level in, nothing more.
+    moved = "softmax(tile * BLOCK_KV, rescale);"
+    assert any(moved in line for line in plain) and not any(moved in line for line in ignoring)
+    assert any(line.startswith("+") and "for (int step = 0, round = 0, kv_count = 0;; ++step)" in line
+               for line in ignoring)
+    assert len(ignoring) < len(plain) / 2
+
+
+@pytest.mark.parametrize("before, after", list(zip(CHAPTERS[:-1], CHAPTERS[1:], strict=True)), ids=lambda c: c.name)
+def test_neighbouring_kernels_differ_by_a_short_diff(before, after):
+    """Each chapter is the one before plus one idea: ignoring indentation, its kernel's diff stays short."""
+    diff = unified_diff(before.source, after.source, context=0, ignore_indent=True)
+    assert 0 < len(changed(diff)) <= 185
