@@ -47,7 +47,7 @@ static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
 // ---------------------------------------------------------------------------------------------------
-// Element-type helpers: the wgmma instruction and the fp32 -> 16-bit conversion differ by type.
+// Element-type helpers: the tensor-core instructions and the fp32 -> 16-bit conversion differ by type.
 // ---------------------------------------------------------------------------------------------------
 
 // The 64 fp32 accumulators of one thread in a (64, 128) wgmma tile, as asm operands. Their layout is
@@ -167,15 +167,13 @@ __device__ unsigned pack_floats<__half>(float lo, float hi) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Shared memory: a (128, HEAD_DIM) tile of 16-bit values is stored as two planes of 64 columns, each
-// (128 rows, 128 bytes) and row-major, their 16-byte chunks swizzled. wgmma's 128-byte swizzle mode reads
-// exactly this layout.
+// Shared memory: a tile is (rows, HEAD_DIM) of 16-bit values, row-major, its 16-byte chunks swizzled.
+// Its columns are split into two planes of 64, one after the other: wgmma's 128-byte swizzle layout.
 // ---------------------------------------------------------------------------------------------------
 
-// Chunk c of a plane's row r is stored at chunk c ^ (r % 8): the XOR of kernel 4, within 128-byte rows.
-// Every access here stays inside one 16-byte chunk, so permuting whole chunks is invisible to the code
-// that reads and writes them. Rows r and r + 8 share their pattern: a plane is made of (8-row, 1 KB)
-// swizzle atoms, which must be 1 KB aligned (aligned_smem).
+// Chunk c of row r is stored at chunk c ^ (r % 8). Every access here stays inside one 16-byte chunk, so
+// permuting whole chunks is invisible to the code that reads and writes them. In a plane, whose rows are
+// 128 bytes, rows r and r + 8 share their pattern: (8-row, 1 KB) swizzle atoms, which must be 1 KB aligned.
 __device__ int smem_index(int row, int col) {
     return col / PLANE * BLOCK_KV * PLANE + row * PLANE + ((col % PLANE / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
 }
@@ -516,8 +514,8 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     wgmma_wait<0>();
     pin_registers(o_acc);
 
-    // Normalise, convert to 16 bits and stage this warp's rows in q_smem (the warpgroup's wgmmas that read
-    // them are done), so that the global writes can be whole 16-byte vectors instead of 4-byte pairs.
+    // Normalise, convert to 16 bits and stage this warp's rows in q_smem (no wgmma reads it any more),
+    // so that the global writes can be whole 16-byte vectors instead of 4-byte pairs.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 1);

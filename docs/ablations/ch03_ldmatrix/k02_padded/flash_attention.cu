@@ -31,7 +31,7 @@ constexpr int SMEM_ROW = HEAD_DIM + ROW_PAD;  // 272 bytes: each row starts 4 ba
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 
 // ---------------------------------------------------------------------------------------------------
-// Element-type helpers: the mma instruction and the fp32 -> 16-bit conversion differ by type.
+// Element-type helpers: the tensor-core instructions and the fp32 -> 16-bit conversion differ by type.
 // ---------------------------------------------------------------------------------------------------
 
 // D += A * B for one (16, 16) x (16, 8) tile, accumulated in fp32 by the whole warp.
