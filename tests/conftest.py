@@ -22,6 +22,11 @@ def has_gpu() -> bool:
 requires_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU (and CuPy)")
 
 
+def changed(diff: list[str]) -> list[str]:
+    """The lines a unified diff removes or adds, without its two file headers."""
+    return [line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+
+
 @pytest.fixture(params=CHAPTERS, ids=[c.name for c in CHAPTERS])
 def chapter(request):
     return request.param

@@ -13,6 +13,7 @@ from kernels import chapters
 from kernels.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
 from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, nvrtc_version, ptxas_resources
 from kernels.sass import resource_usage
+from tests.conftest import changed
 from tests.test_build_cpu import deepest_wait, sass_text, source_constant, tile_loop, total
 
 ABLATIONS = ablations()
@@ -144,8 +145,7 @@ def without_header(lines: list[str]) -> list[str]:
 
 def changed_lines(a: list[str], b: list[str]) -> int:
     """How many lines a diff removes plus how many it adds."""
-    diff = difflib.unified_diff(a, b, n=0, lineterm="")
-    return sum(1 for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+    return len(changed(list(difflib.unified_diff(a, b, n=0, lineterm=""))))
 
 
 def test_variant_is_its_parent_with_one_small_change(variant):

@@ -12,7 +12,7 @@ import pytest
 from kernels import BuildError, inspect, sass
 from kernels.diff import unified_diff
 from kernels.opcodes import group_counts, mnemonic
-from tests.conftest import CHAPTERS
+from tests.conftest import CHAPTERS, changed
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -217,11 +217,6 @@ def test_diff_3_4_shows_the_swizzle():
 def test_diff_takes_slugs_and_plain_output():
     by_slug = runner("diff", "ldmatrix", "k04_swizzle", "--no-color")
     assert by_slug.returncode == 0 and by_slug.stdout == runner("diff", "3", "4").stdout
-
-
-def changed(diff: list[str]) -> list[str]:
-    """The lines a unified diff removes or adds, without its two file headers."""
-    return [line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]
 
 
 def test_diff_w_shows_code_moved_into_a_loop_as_the_loop_alone():
