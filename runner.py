@@ -25,7 +25,7 @@ import torch
 
 from kernels import DTYPES, Chapter, chapters, select
 from kernels.launch import gpu_arch
-from kernels.report import (
+from kernels.tools.report import (
     Grid,
     Row,
     Run,
@@ -38,7 +38,7 @@ from kernels.report import (
     save_runs,
     shape_title,
 )
-from kernels.stats import rotated
+from kernels.tools.stats import rotated
 from reference import (
     REFERENCE,
     SDPA_BACKENDS,
@@ -52,7 +52,7 @@ from reference import (
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from kernels.ablations import Ablation
+    from kernels.tools.ablations import Ablation
 
 ROOT = Path(__file__).resolve().parent
 NO_GPU = (
@@ -386,7 +386,7 @@ def show(runs: list[Run], args: argparse.Namespace) -> int:
 
 
 def parse_ablate_args(argv: list[str]) -> argparse.Namespace:
-    from kernels.ablations import ablations, find_ablation
+    from kernels.tools.ablations import ablations, find_ablation
 
     sets = ", ".join(f"{ablation.number} ({ablation.name})" for ablation in ablations())
     parser = Parser(
@@ -420,10 +420,10 @@ def ablate(argv: list[str]) -> int:
 
 # The other commands, each a module of kernels/ with its own --help: name -> module, whose main() takes the rest.
 COMMANDS = {
-    "inspect": "kernels.inspect",
-    "diff": "kernels.diff",
-    "profile": "kernels.profile",
-    "peak": "kernels.peak",
+    "inspect": "kernels.tools.inspection",
+    "diff": "kernels.tools.chapter_diff",
+    "profile": "kernels.tools.profiling",
+    "peak": "kernels.tools.peak",
 }
 
 

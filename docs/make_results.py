@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernels.report import (  # noqa: E402
+from kernels.tools.report import (  # noqa: E402
     Run,
     RunFileError,
     format_spread,
@@ -38,7 +38,7 @@ from kernels.report import (  # noqa: E402
     shape_title,
     steps,
 )
-from kernels.stats import verdict  # noqa: E402
+from kernels.tools.stats import verdict  # noqa: E402
 
 DOCS = ROOT / "docs"
 LADDER_MARKERS = ("<!-- ladder:start -->", "<!-- ladder:end -->")

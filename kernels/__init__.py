@@ -1,4 +1,7 @@
-"""The shared layer under the chapters: build, launch, check inputs, and list the chapters."""
+"""The runtime under the chapters and the op: build, launch, check inputs, tensor maps, list the chapters.
+
+The tools behind `runner.py` (inspect, diff, profile, peak, ablate, reports) live one floor up, in ``kernels.tools``.
+"""
 
 from kernels.build import BuildError
 from kernels.chapters import Chapter, chapters, select

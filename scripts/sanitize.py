@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kernels import run_once  # noqa: E402
+from kernels.tools import run_once  # noqa: E402
 
 RAGGED = ["--batch", "2", "--seq-len", "333", "--heads", "2"]
 

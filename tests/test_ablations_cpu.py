@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 
 from kernels import chapters
-from kernels.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
 from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, nvrtc_version, ptxas_resources
-from kernels.sass import resource_usage
+from kernels.tools.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
+from kernels.tools.sass import resource_usage
 from tests.conftest import changed
 from tests.test_build_cpu import deepest_wait, sass_text, source_constant, tile_loop, total
 
@@ -30,9 +30,9 @@ def variant(request):
 
 def inspect_module():
     """Where `runner.py inspect`'s machinery (inspect_chapter, sass_counts) lives: one line to change if it moves."""
-    import kernels.inspect
+    import kernels.tools.inspection
 
-    return kernels.inspect
+    return kernels.tools.inspection
 
 
 def parent(variant):

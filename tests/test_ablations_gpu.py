@@ -3,7 +3,7 @@
 import pytest
 
 from kernels import DTYPES
-from kernels.ablations import ablations, is_variant
+from kernels.tools.ablations import ablations, is_variant
 from tests.conftest import requires_gpu
 from tests.test_kernels_gpu import GROUPED, check_chapter, random_qkv
 

@@ -8,8 +8,8 @@ import pytest
 
 from kernels import HEAD_DIM
 from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, ptxas_resources
-from kernels.inspect import sass_counts
-from kernels.sass import disassemble, opcodes, resource_usage
+from kernels.tools.inspection import sass_counts
+from kernels.tools.sass import disassemble, opcodes, resource_usage
 from tests.conftest import CHAPTERS
 
 by_number = {c.number: c for c in CHAPTERS}

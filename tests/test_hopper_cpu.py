@@ -14,9 +14,9 @@ import torch
 from kernels import KernelError
 from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.launch import AttentionKernel
-from kernels.opcodes import mnemonic
-from kernels.sass import opcodes, resource_usage
 from kernels.tma import TensorMapError, tensor_map
+from kernels.tools.opcodes import mnemonic
+from kernels.tools.sass import opcodes, resource_usage
 from tests.conftest import CHAPTERS
 from tests.test_build_cpu import ADDRESS, BRANCH, sass_text, source_constant
 
@@ -374,7 +374,7 @@ def test_the_producer_schedule_keeps_the_barriers_rules(figures):
 def test_chapter14_ablation_differs_from_kernel14_only_in_its_descriptors(sass_texts):
     """The variant without chapter 13's descriptors runs kernel 14's loop, S and P V issued back to back, but moves
     a descriptor to uniform registers for every wgmma, as kernel 12 does (docs/ablations/ch14_overlap)."""
-    from kernels.ablations import find_ablation
+    from kernels.tools.ablations import find_ablation
 
     variant = next(c for c in find_ablation("14").contenders if c.name == "k14_rebuilt_descriptors")
     loop14, loop_variant = mnemonics(wgmma_loop(sass_texts[14])), mnemonics(wgmma_loop(sass_text(variant)))

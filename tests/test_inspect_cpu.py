@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kernels import BuildError, inspect, sass
-from kernels.diff import unified_diff
-from kernels.opcodes import group_counts, mnemonic
+from kernels import BuildError
+from kernels.tools import inspection, sass
+from kernels.tools.chapter_diff import unified_diff
+from kernels.tools.opcodes import group_counts, mnemonic
 from tests.conftest import CHAPTERS, changed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ def runner(*args, env=None):
 
 @pytest.fixture(scope="module")
 def inspected():
-    return {c.number: inspect.inspect_chapter(c, "sm_90").rows for c in CHAPTERS}
+    return {c.number: inspection.inspect_chapter(c, "sm_90").rows for c in CHAPTERS}
 
 
 def first_chapter_with(inspected, row):
@@ -59,7 +60,7 @@ def test_resources_are_read_from_the_cubin_and_the_loader(inspected):
         rows = inspected[chapter.number]
         assert 0 < rows["registers / thread"] <= 255
         assert rows["dynamic smem (B)"] == chapter.kernel.smem_bytes
-        assert rows["HMMA"] + rows["HGMMA"] > 0 and rows["total"] > sum(rows[r] for r in inspect.SASS_ROWS) / 2
+        assert rows["HMMA"] + rows["HGMMA"] > 0 and rows["total"] > sum(rows[r] for r in inspection.SASS_ROWS) / 2
 
 
 @pytest.mark.parametrize(
@@ -81,12 +82,12 @@ def test_resources_are_read_from_the_cubin_and_the_loader(inspected):
     ],
 )
 def test_opcodes_fold_into_rows(opcode, row):
-    counts = group_counts({opcode: 3}, inspect.SASS_ROWS)
+    counts = group_counts({opcode: 3}, inspection.SASS_ROWS)
     assert {name for name, n in counts.items() if n} == ({row} if row else set()), mnemonic(opcode)
 
 
 def test_the_total_leaves_nop_padding_out():
-    assert inspect.sass_counts({"HMMA.16816.F32.BF16": 4, "IMAD": 2, "EXIT": 1, "NOP": 9})["total"] == 7
+    assert inspection.sass_counts({"HMMA.16816.F32.BF16": 4, "IMAD": 2, "EXIT": 1, "NOP": 9})["total"] == 7
 
 
 def test_parse_resource_usage():
@@ -110,23 +111,23 @@ def test_parse_resource_usage():
 
 
 def test_a_second_inspect_compiles_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(inspect, "CACHE_DIR", tmp_path)
-    first = inspect.inspect_chapter(CHAPTERS[0], "sm_90")
+    monkeypatch.setattr(inspection, "CACHE_DIR", tmp_path)
+    first = inspection.inspect_chapter(CHAPTERS[0], "sm_90")
     assert len(list((tmp_path / "inspect").glob("*.json"))) == 1
 
     def no_nvrtc(*args):
         raise AssertionError("NVRTC was called for a kernel in the cache")
 
-    monkeypatch.setattr(inspect, "compile_nvrtc", no_nvrtc)
-    assert inspect.inspect_chapter(CHAPTERS[0], "sm_90").rows == first.rows
+    monkeypatch.setattr(inspection, "compile_nvrtc", no_nvrtc)
+    assert inspection.inspect_chapter(CHAPTERS[0], "sm_90").rows == first.rows
     with pytest.raises(AssertionError, match="NVRTC was called"):
-        inspect.inspect_chapter(CHAPTERS[0], "sm_90", causal=True)  # another instance: not in the cache yet
+        inspection.inspect_chapter(CHAPTERS[0], "sm_90", causal=True)  # another instance: not in the cache yet
 
 
 def test_the_cache_key_changes_with_source_arch_instance_and_nvrtc():
     parts = ("source text", "sm_90", "flash_attention<__half, true>", "13.0")
     changed = [parts[:i] + ("something else",) + parts[i + 1 :] for i in range(len(parts))]
-    assert len({inspect.cache_key(*key) for key in [parts, *changed]}) == len(parts) + 1
+    assert len({inspection.cache_key(*key) for key in [parts, *changed]}) == len(parts) + 1
 
 
 # --- inspect: the command ------------------------------------------------------------------------------
@@ -178,9 +179,9 @@ def test_a_missing_tool_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
     def missing(name):
         raise BuildError(f"{name} not found: install the CUDA toolkit or `pip install nvidia-cuda-{name}`")
 
-    monkeypatch.setattr(inspect, "CACHE_DIR", tmp_path)  # nothing cached: the chapter is disassembled
+    monkeypatch.setattr(inspection, "CACHE_DIR", tmp_path)  # nothing cached: the chapter is disassembled
     monkeypatch.setattr(sass, "find_tool", missing)
-    assert inspect.main(["1"]) == 1
+    assert inspection.main(["1"]) == 1
     err = capsys.readouterr().err
     assert "cuobjdump not found" in err and len(err.strip().splitlines()) == 1
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.stats import rotated
+from kernels.tools.stats import rotated
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "docs"))

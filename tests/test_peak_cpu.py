@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kernels import peak
-from kernels.peak import (
+from kernels.tools import peak
+from kernels.tools.peak import (
     DRAM_COPY,
     L2_READ,
     L2_READ_CU,
@@ -26,7 +26,7 @@ from kernels.peak import (
     load_peak,
     save_peak,
 )
-from kernels.sass import disassemble, opcodes, resource_usage
+from kernels.tools.sass import disassemble, opcodes, resource_usage
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILDS = [(source, arch) for source in SOURCES for arch in source.build_archs()]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import peak
 from kernels.launch import gpu_arch
-from kernels.peak import DRAM_COPY, L2_READ, MATMUL, MMA_SYNC, WGMMA, WGMMA_RS, WGMMA_SS
+from kernels.tools import peak
+from kernels.tools.peak import DRAM_COPY, L2_READ, MATMUL, MMA_SYNC, WGMMA, WGMMA_RS, WGMMA_SS
 from tests.conftest import has_gpu, requires_gpu
 
 pytestmark = requires_gpu

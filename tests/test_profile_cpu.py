@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kernels import profile
-from kernels.run_once import targets
+from kernels.tools import profiling
+from kernels.tools.run_once import targets
 from tests.conftest import CHAPTERS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,10 +45,10 @@ COLUMNS = {  # ncu name -> (unit, value)
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": ("%", "41.37"),
     "lts__t_bytes.sum": ("byte", "3,221,225,472"),
     "dram__bytes.sum": ("byte", "805,306,368"),
-    profile.PER_OPCODE: ("", OPCODES),
-    profile.STALL_METRIC.format("barrier"): ("", "3.2"),
-    profile.STALL_METRIC.format("mio_throttle"): ("", "n/a"),
-    profile.STALL_METRIC.format("short_scoreboard"): ("", "7.25"),
+    profiling.PER_OPCODE: ("", OPCODES),
+    profiling.STALL_METRIC.format("barrier"): ("", "3.2"),
+    profiling.STALL_METRIC.format("mio_throttle"): ("", "n/a"),
+    profiling.STALL_METRIC.format("short_scoreboard"): ("", "7.25"),
 }
 LAUNCH = {
     "ID": "0", "Process ID": "1", "Process Name": "python3", "Host Name": "host",
@@ -80,33 +80,34 @@ def raw_page(columns: dict[str, tuple[str, str]] = COLUMNS) -> list[str]:
     ],
 )
 def test_instance_pairs_are_parsed_in_either_form(cell):
-    assert profile.parse_instances(cell) == {"HMMA.16816.F32.BF16": 4096, "MUFU.EX2": 1904}
+    assert profiling.parse_instances(cell) == {"HMMA.16816.F32.BF16": 4096, "MUFU.EX2": 1904}
 
 
 def test_instance_values_without_names_give_nothing():
-    assert profile.parse_instances("163,254,272 (44,023,808; 33,554,432; 86,000,032)") == {}
-    assert profile.parse_instances("n/a") == {}
+    assert profiling.parse_instances("163,254,272 (44,023,808; 33,554,432; 86,000,032)") == {}
+    assert profiling.parse_instances("n/a") == {}
 
 
 def test_the_raw_page_is_parsed_tolerantly():
     text = "\n".join(["==PROF== Connected to process 1", "ran k01_naive", *raw_page()])
-    parsed = profile.parse_ncu_csv(text, "k01_naive")
+    parsed = profiling.parse_ncu_csv(text, "k01_naive")
     assert parsed.block == "(128, 1, 1)" and parsed.kernel.startswith("void flash_attention")
     readings = parsed.readings
-    assert profile.format_reading(readings["gpu__time_duration.sum"]) == "2.621 ms"
-    assert profile.format_reading(readings["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]) == "109,975,893"
-    assert profile.format_reading(readings["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"]) == "n/a"
-    assert profile.format_reading(readings["lts__t_bytes.sum"]) == "3.22 GB"
-    assert profile.format_reading(readings["dram__bytes.sum"]) == "805.3 MB"
-    assert profile.format_reading(readings.get("dram__throughput.avg.pct_of_peak_sustained_elapsed")) == "n/a"
-    assert list(profile.top_stalls(readings)) == ["short_scoreboard", "barrier"]
+    assert profiling.format_reading(readings["gpu__time_duration.sum"]) == "2.621 ms"
+    loads = readings["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]
+    assert profiling.format_reading(loads) == "109,975,893"
+    assert profiling.format_reading(readings["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"]) == "n/a"
+    assert profiling.format_reading(readings["lts__t_bytes.sum"]) == "3.22 GB"
+    assert profiling.format_reading(readings["dram__bytes.sum"]) == "805.3 MB"
+    assert profiling.format_reading(readings.get("dram__throughput.avg.pct_of_peak_sustained_elapsed")) == "n/a"
+    assert list(profiling.top_stalls(readings)) == ["short_scoreboard", "barrier"]
     assert parsed.executed["LDSM.16.M88.4"] == 33_554_432 and sum(parsed.executed.values()) == 163_254_272
-    assert profile.parse_ncu_csv("==ERROR== something went wrong", "k01_naive") is None
+    assert profiling.parse_ncu_csv("==ERROR== something went wrong", "k01_naive") is None
 
 
 def test_executed_instructions_fold_into_groups():
-    parsed = profile.parse_ncu_csv("\n".join(raw_page()), "k01_naive")
-    rows = dict(profile.executed_rows([parsed]))
+    parsed = profiling.parse_ncu_csv("\n".join(raw_page()), "k01_naive")
+    rows = dict(profiling.executed_rows([parsed]))
     assert rows["HMMA / HGMMA"][0].text == "100,000,000"
     assert rows["integer ALU"][0].text == "25,000,000"
     assert rows["other"][0].text == "699,840"  # EXIT
@@ -154,12 +155,12 @@ def test_profile_shows_targets_side_by_side(tmp_path):
                  "short scoreboard", "clocks not locked"):  # fmt: skip
         assert text in " ".join(result.stdout.split())  # the title wraps over the table
     calls = (tmp_path / "ncu.log").read_text().splitlines()
-    assert "-k regex:flash_attention" in calls[0] and "kernels.run_once k01_naive" in calls[0]
-    assert "-k regex:flash_fwd" in calls[1] and "kernels.run_once fa2 --batch 16 --seq-len 128" in calls[1]
+    assert "-k regex:flash_attention" in calls[0] and "kernels.tools.run_once k01_naive" in calls[0]
+    assert "-k regex:flash_fwd" in calls[1] and "kernels.tools.run_once fa2 --batch 16 --seq-len 128" in calls[1]
 
 
 def test_profile_saves_json_and_prints_markdown(tmp_path):
-    saved = tmp_path / "profile.json"
+    saved = tmp_path / "profiling.json"
     result = runner("profile", "1", "--markdown", "--json", str(saved), env=fake_ncu(tmp_path, raw_page()))
     assert result.returncode == 0, result.stderr
     assert re.search(r"^\| HMMA / HGMMA +\| +100,000,000 \|$", result.stdout, flags=re.MULTILINE), result.stdout
@@ -171,7 +172,7 @@ def test_profile_saves_json_and_prints_markdown(tmp_path):
 
 
 def test_profile_drops_metrics_this_ncu_lacks(tmp_path):
-    unknown = profile.STALL_METRIC.format("misc")
+    unknown = profiling.STALL_METRIC.format("misc")
     result = runner("profile", "1", "2", env=fake_ncu(tmp_path, raw_page(), unknown=unknown))
     assert result.returncode == 0, result.stderr
     assert "2.621 ms" in result.stdout
@@ -179,10 +180,10 @@ def test_profile_drops_metrics_this_ncu_lacks(tmp_path):
 
 
 def test_profile_says_when_ncu_prints_no_opcode_names(tmp_path):
-    columns = COLUMNS | {profile.PER_OPCODE: ("", "163,254,272 (100,000,000; 63,254,272)")}
+    columns = COLUMNS | {profiling.PER_OPCODE: ("", "163,254,272 (100,000,000; 63,254,272)")}
     result = runner("profile", "1", env=fake_ncu(tmp_path, raw_page(columns)))
     assert result.returncode == 0, result.stderr
-    assert result.stderr.strip() == profile.NO_OPCODE_NAMES
+    assert result.stderr.strip() == profiling.NO_OPCODE_NAMES
     assert "2.621 ms" in result.stdout
 
 
@@ -222,8 +223,8 @@ def test_profile_bad_arguments_are_one_line(args, message):
 @pytest.mark.parametrize(
     ("command", "code", "message"),
     [
-        ([sys.executable, "-m", "kernels.run_once", "1", "fa2"], 1, "No CUDA GPU found"),
-        ([sys.executable, "-m", "kernels.run_once", "nope"], 2, "no chapter 'nope'"),
+        ([sys.executable, "-m", "kernels.tools.run_once", "1", "fa2"], 1, "No CUDA GPU found"),
+        ([sys.executable, "-m", "kernels.tools.run_once", "nope"], 2, "no chapter 'nope'"),
     ],
 )
 def test_running_once_without_a_gpu_is_one_line(command, code, message):

@@ -33,7 +33,8 @@ def cudnn_runs_here() -> bool:
 
 def test_run_once_runs_a_chapter_and_torchs_kernels():
     targets = ["1", "fa2", *(["cudnn"] if cudnn_runs_here() else [])]
-    result = run("-m", "kernels.run_once", *targets, "--batch", "1", "--seq-len", "77", "--heads", "2", "--causal")
+    shape = ("--batch", "1", "--seq-len", "77", "--heads", "2", "--causal")
+    result = run("-m", "kernels.tools.run_once", *targets, *shape)
     assert result.returncode == 0, result.stderr
     assert "ran k01_naive once on (1, 77, 2, 128) bf16, causal" in result.stdout
     assert "ran torch FA2 once" in result.stdout

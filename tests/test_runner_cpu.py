@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import runner
-from kernels.report import Run, grid_cells, load_runs, markdown_grid, save_runs, steps
-from kernels.stats import rotated
+from kernels.tools.report import Run, grid_cells, load_runs, markdown_grid, save_runs, steps
+from kernels.tools.stats import rotated
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_GPU_ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
@@ -173,7 +173,7 @@ def test_plot_has_error_bars_and_bands_from_a_saved_run(saved, tmp_path, monkeyp
     import matplotlib.pyplot as plt
     from matplotlib.container import BarContainer
 
-    from kernels.report import plot_ladder
+    from kernels.tools.report import plot_ladder
 
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it
@@ -265,7 +265,7 @@ def test_plot_without_matplotlib_is_one_line(tmp_path):
     assert_one_line_error(run_cli("--plot", tmp_path / "ladder.png", env=env), "--plot needs matplotlib")
 
 
-# --- ablate, against a fake kernels.ablations -----------------------------------------------------------------
+# --- ablate, against a fake kernels.tools.ablations -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,7 @@ FAKE = FakeAblation(
 
 @pytest.fixture
 def fake_ablations(monkeypatch):
-    module = types.ModuleType("kernels.ablations")
+    module = types.ModuleType("kernels.tools.ablations")
     module.ablations = lambda: [FAKE]
 
     def find_ablation(token):
@@ -303,7 +303,7 @@ def fake_ablations(monkeypatch):
         raise ValueError(f"no ablation set {token!r}; the sets are 3 ({FAKE.name})")
 
     module.find_ablation = find_ablation
-    monkeypatch.setitem(sys.modules, "kernels.ablations", module)
+    monkeypatch.setitem(sys.modules, "kernels.tools.ablations", module)
 
 
 def test_ablate_parses_its_set_and_options(fake_ablations):

@@ -44,7 +44,7 @@ def test_longer_keys_and_fewer_kv_heads_are_recorded(tmp_path):
 
 
 def test_ablate_measures_every_cell_of_its_grid(tmp_path):
-    pytest.importorskip("kernels.ablations")
+    pytest.importorskip("kernels.tools.ablations")
     saved = tmp_path / "ablation.json"
     result = run_cli("ablate", "3", "--markdown", "--json", saved, *SMALL)
     run = json.loads(saved.read_text())[0]

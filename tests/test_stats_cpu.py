@@ -2,8 +2,8 @@
 
 import pytest
 
-from kernels.report import Row, Run, pct_of_reference, steps
-from kernels.stats import Spread, ratio_spread, rotated, round_medians, spread, verdict
+from kernels.tools.report import Row, Run, pct_of_reference, steps
+from kernels.tools.stats import Spread, ratio_spread, rotated, round_medians, spread, verdict
 
 FLOPS = 1e12  # 1 TFLOP per call: TFLOP/s is 1000 / ms
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from kernels.cli import Parser, one_chapter, run
+from kernels.tools.cli import Parser, one_chapter, run
 
 DIFFED_FILES = ("flash_attention.cu", "loader.py")
 DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))

@@ -4,7 +4,7 @@
     python runner.py profile 9 cudnn --json run.json    # chapter 9 next to cuDNN's, the readings saved
     python runner.py profile 5 6 7 --causal --markdown
 
-Each target is one child process (kernels/run_once.py) under ncu, which profiles the first launch of the target's
+Each target is one child process (kernels/tools/run_once.py) under ncu, which profiles the first launch of the target's
 kernel with the clocks left as they are (--clock-control none). The table shows the time, how busy the tensor pipe
 and the issue slots were, the traffic through L2 and DRAM, shared-memory bank conflicts, the instructions executed
 per kind of opcode, and the largest warp stalls.
@@ -26,7 +26,8 @@ import torch
 from rich.console import Console
 
 from kernels.chapters import ROOT
-from kernels.cli import (
+from kernels.launch import gpu_arch
+from kernels.tools.cli import (
     Cell,
     Parser,
     Row,
@@ -38,9 +39,8 @@ from kernels.cli import (
     print_side_by_side,
     run,
 )
-from kernels.launch import gpu_arch
-from kernels.opcodes import INTEGER_ALU, group_counts
-from kernels.run_once import Target, runnable, targets
+from kernels.tools.opcodes import INTEGER_ALU, group_counts
+from kernels.tools.run_once import Target, runnable, targets
 
 HEADLINE = {
     "gpu__time_duration.sum": "duration",
@@ -177,7 +177,7 @@ def unknown_metrics(output: str, metrics: list[str]) -> set[str]:
 
 def ncu_command(ncu: str, metrics: list[str], target: Target, args: argparse.Namespace) -> list[str]:
     """ncu on a child that runs the target once: the first launch of its kernel, clocks left alone."""
-    child = [sys.executable, "-m", "kernels.run_once", target.token, "--batch", str(args.batch)]
+    child = [sys.executable, "-m", "kernels.tools.run_once", target.token, "--batch", str(args.batch)]
     child += ["--seq-len", str(args.seq_len), "--heads", str(args.heads), "--dtype", args.dtype]
     child += ["--causal"] if args.causal else []
     return [

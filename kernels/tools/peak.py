@@ -27,10 +27,11 @@ from rich.table import Table
 from tabulate import tabulate
 
 from kernels.build import BuildError, Cubin, compile_nvrtc
+from kernels.chapters import ROOT
 from kernels.launch import KernelError, gpu_arch
 from reference import attention_flops
 
-PEAK_DIR = Path(__file__).resolve().parent.parent / "peak"
+PEAK_DIR = ROOT / "peak"
 HEADLINE_SHAPE = (16, 4096, 16, 128)  # batch, seq_len, heads, head_dim: the ladder's headline, in bf16
 HEADLINE_FLOPS = attention_flops(*HEADLINE_SHAPE)
 

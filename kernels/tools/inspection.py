@@ -23,10 +23,10 @@ from rich.console import Console
 
 from kernels.build import CACHE_DIR, compile_nvrtc, name_expression, nvrtc_version, ptxas_resources
 from kernels.chapters import Chapter
-from kernels.cli import Cell, Parser, SideBySide, UsageError, add_instance_options, pick, print_side_by_side, run
 from kernels.launch import DTYPES
-from kernels.opcodes import INTEGER_ALU, group_counts
-from kernels.sass import disassemble, opcodes, resource_usage
+from kernels.tools.cli import Cell, Parser, SideBySide, UsageError, add_instance_options, pick, print_side_by_side, run
+from kernels.tools.opcodes import INTEGER_ALU, group_counts
+from kernels.tools.sass import disassemble, opcodes, resource_usage
 
 RESOURCE_ROWS = (
     "registers / thread",

@@ -2,7 +2,7 @@
 
 The program `runner.py profile` runs under Nsight Compute, and scripts/sanitize.py under compute-sanitizer:
 
-    python -m kernels.run_once 8 fa2 cudnn --batch 16 --seq-len 4096 --heads 16 [--causal] [--dtype fp16]
+    python -m kernels.tools.run_once 8 fa2 cudnn --batch 16 --seq-len 4096 --heads 16 [--causal] [--dtype fp16]
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from kernels.chapters import Chapter, chapters, select
-from kernels.cli import Parser, ToolError, UsageError, add_instance_options, positive_int, run
 from kernels.launch import DTYPES, HEAD_DIM, gpu_arch
+from kernels.tools.cli import Parser, ToolError, UsageError, add_instance_options, positive_int, run
 from reference import SDPA_BACKENDS, sdpa_function
 
 # Every chapter's kernel is named flash_attention. Torch's FA2 backend launches flash_fwd_kernel (or
@@ -117,7 +117,7 @@ def build_parser(prog: str) -> Parser:
     return parser
 
 
-def main(argv: list[str], prog: str = "python -m kernels.run_once") -> int:
+def main(argv: list[str], prog: str = "python -m kernels.tools.run_once") -> int:
     """Run the targets named in ``argv``; a bad name, no GPU or a failing kernel is one line on stderr."""
     return run(build_parser(prog), run_targets, argv)
 

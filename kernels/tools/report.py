@@ -16,10 +16,10 @@ from rich.markup import escape
 from rich.table import Table
 from tabulate import tabulate
 
-from kernels.stats import Spread, ratio_spread, round_medians, spread
+from kernels.tools.stats import Spread, ratio_spread, round_medians, spread
 from reference import REFERENCE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class RunFileError(ValueError):
