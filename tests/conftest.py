@@ -1,5 +1,9 @@
 """Shared fixtures: GPU tests skip cleanly where there is no CUDA GPU; CPU tests always run."""
 
+import importlib
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -30,3 +34,10 @@ def changed(diff: list[str]) -> list[str]:
 @pytest.fixture(params=CHAPTERS, ids=[c.name for c in CHAPTERS])
 def chapter(request):
     return request.param
+
+
+@pytest.fixture(scope="session")
+def figures():
+    """docs/figures/make_figures.py, imported with its package (docs/figures/): each figure's module an attribute."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs"))
+    return importlib.import_module("figures.make_figures")

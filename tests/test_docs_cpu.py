@@ -2,7 +2,6 @@
 figures draw (computed from the kernels' own formulas, so a wrong figure is a failing test)."""
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,6 @@ CHAPTER_PAGES = {int(page.name[:2]): page for page in PAGES if re.match(r"\d\d_"
 CHAPTER_FOLDERS = sorted(folder for folder in ROOT.glob("k[0-9][0-9]_*") if (folder / "loader.py").exists())
 ABLATION_PAGES = {int(folder.name[2:4]): f"ablation-{folder.name[:4]}"
                   for folder in (DOCS / "ablations").glob("ch[0-9][0-9]_*") if (folder / "ablation.py").exists()}
-
-sys.path.insert(0, str(DOCS / "figures"))
-make_figures = pytest.importorskip("make_figures")
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 MARKER = re.compile(r"<!-- results:([\w-]+):(start|end) -->")
@@ -121,19 +117,19 @@ def test_placeholders_name_their_source(page):
         assert "results/peak.json" in text, f"{page.name} does not cite results/peak.json"
 
 
-def test_a_lane_holds_each_accumulator_element_once():
+def test_a_lane_holds_each_accumulator_element_once(figures):
     """The S and O maps of figures block_rows and kv128_scores: 32 lanes cover a warp's tile exactly."""
     for n_tiles in (8, 16):
-        cells = [(row, col + i) for lane in range(32) for row, col in make_figures.lane_pairs(lane, n_tiles)
+        cells = [(row, col + i) for lane in range(32) for row, col in figures.accumulators.lane_pairs(lane, n_tiles)
                  for i in range(2)]
         assert sorted(cells) == [(row, col) for row in range(16) for col in range(8 * n_tiles)]
 
 
-def test_block_address_is_one_xor_and_one_add_from_block_zero():
+def test_block_address_is_one_xor_and_one_add_from_block_zero(figures):
     """Chapter 7's identity, for every lane and every (16, 16) block of a 64-row tile of kernel 4's layout."""
     for lane in range(32):
-        at_zero = make_figures.lane_block_address(lane, 0, 0)
+        at_zero = figures.swizzle.lane_block_address(lane, 0, 0)
         for row0 in range(0, 64, 16):
             for col0 in range(0, 128, 16):
                 moved = (at_zero ^ 2 * col0) + 256 * row0
-                assert make_figures.lane_block_address(lane, row0, col0) == moved
+                assert figures.swizzle.lane_block_address(lane, row0, col0) == moved

@@ -1,6 +1,6 @@
-"""The roofline's byte counts and its drawing from a peak.json, on a machine without a GPU."""
+"""The figures under docs/figures/ without a GPU: the roofline's byte counts and its drawing from a peak.json, and
+the schedule models the figures of pages 14-16 draw."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,15 +12,6 @@ ROOT = Path(__file__).resolve().parent.parent
 HEADLINE = ROOT / "results" / "headline.json"
 
 
-@pytest.fixture(scope="module")
-def figures():
-    """docs/figures/make_figures.py as a module (it is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("make_figures", ROOT / "docs" / "figures" / "make_figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def shape(seq_len: int) -> dict:
     return {"batch": 16, "seq_len": seq_len, "heads": 16, "head_dim": 128, "dtype": "bf16", "causal": False}
 
@@ -29,14 +20,14 @@ def shape(seq_len: int) -> dict:
 def test_every_kv_element_meets_every_query_once_per_launch(figures, seq_len):
     """Against the compulsory bytes the intensity is seq_len / 2: 2 FLOP per query for each 2-byte element."""
     s = shape(seq_len)
-    assert attention_flops(16, seq_len, 16, 128) / figures.dram_bytes(s) == seq_len / 2
+    assert attention_flops(16, seq_len, 16, 128) / figures.roofline.dram_bytes(s) == seq_len / 2
 
 
 @pytest.mark.parametrize("block_q", [64, 128])
 def test_l2_intensity_is_block_q_diluted_by_the_q_and_o_tiles(figures, block_q):
     """Per block 4·BLOCK_Q·N·d FLOP over 4·d·(BLOCK_Q + N) bytes: BLOCK_Q·N / (BLOCK_Q + N) FLOP per byte."""
     s = shape(4096)
-    intensity = attention_flops(16, 4096, 16, 128) / figures.l2_bytes(s, block_q)
+    intensity = attention_flops(16, 4096, 16, 128) / figures.roofline.l2_bytes(s, block_q)
     assert intensity == pytest.approx(block_q * 4096 / (block_q + 4096), rel=1e-12)
 
 
@@ -53,13 +44,15 @@ def synthetic_peak(path: Path, device: str) -> Path:
 
 def test_roofline_is_drawn_from_a_peak_json_of_the_same_gpu(figures, tmp_path):
     device = json.loads(HEADLINE.read_text())[0]["environment"]["device"]
-    figures.figure_roofline(tmp_path / "roofline.png", synthetic_peak(tmp_path / "peak.json", device), HEADLINE)
+    peak = synthetic_peak(tmp_path / "peak.json", device)
+    figures.roofline.figure_roofline(tmp_path / "roofline.png", peak, HEADLINE)
     assert (tmp_path / "roofline.png").stat().st_size > 0
 
 
 def test_roofline_is_skipped_without_a_peak_json_or_for_another_gpu(figures, tmp_path, capsys):
-    figures.figure_roofline(tmp_path / "roofline.png", tmp_path / "missing.json", HEADLINE)
-    figures.figure_roofline(tmp_path / "roofline.png", synthetic_peak(tmp_path / "peak.json", "another GPU"), HEADLINE)
+    draw = figures.roofline.figure_roofline
+    draw(tmp_path / "roofline.png", tmp_path / "missing.json", HEADLINE)
+    draw(tmp_path / "roofline.png", synthetic_peak(tmp_path / "peak.json", "another GPU"), HEADLINE)
     assert not (tmp_path / "roofline.png").exists()
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["skipped", "skipped"]
 
@@ -73,11 +66,12 @@ def spans(steps: list, kind: str) -> dict[int, tuple[float, float]]:
 def test_the_loop_schedules_keep_the_data_dependences(figures, schedule):
     """Page 14's schematic: one product at a time on the tensor cores; a softmax after its S, a P·V after its P is
     packed, and O rescaled and the next P packed only after the previous P·V has landed."""
-    steps = getattr(figures, schedule)(5)
-    products = sorted(span for kind in (figures.SCORES, figures.PRODUCTS) for span in spans(steps, kind).values())
+    loop = figures.overlap
+    steps = getattr(loop, schedule)(5)
+    products = sorted(span for kind in (loop.SCORES, loop.PRODUCTS) for span in spans(steps, kind).values())
     assert all(end <= next_start for (_, end), (next_start, _) in zip(products, products[1:], strict=False))
-    scores, softmax = spans(steps, figures.SCORES), spans(steps, figures.SOFTMAXES)
-    packs, pv = spans(steps, figures.PACKS), spans(steps, figures.PRODUCTS)
+    scores, softmax = spans(steps, loop.SCORES), spans(steps, loop.SOFTMAXES)
+    packs, pv = spans(steps, loop.PACKS), spans(steps, loop.PRODUCTS)
     assert sorted(scores) == sorted(softmax) == sorted(packs) == sorted(pv) == list(range(5))
     for tile in range(5):
         assert softmax[tile][0] >= scores[tile][1] and packs[tile][0] >= softmax[tile][1]
@@ -89,18 +83,19 @@ def test_the_loop_schedules_keep_the_data_dependences(figures, schedule):
 def test_the_skewed_loop_runs_each_softmax_under_the_product_before(figures):
     """Kernel 14's schedule: the softmax of tile j overlaps P·V of tile j - 1, and the loop ends sooner than
     kernel 13's, which waits for each product."""
-    skewed = figures.schedule_skewed(5)
-    softmax, pv = spans(skewed, figures.SOFTMAXES), spans(skewed, figures.PRODUCTS)
+    loop = figures.overlap
+    skewed = loop.schedule_skewed(5)
+    softmax, pv = spans(skewed, loop.SOFTMAXES), spans(skewed, loop.PRODUCTS)
     for tile in range(1, 5):
         assert softmax[tile][0] < pv[tile - 1][1] and pv[tile - 1][0] < softmax[tile][1]
-    waiting = figures.schedule_waiting(5)
+    waiting = loop.schedule_waiting(5)
     assert max(s + n for *_, s, n in skewed) < max(s + n for *_, s, n in waiting)
 
 
 def test_heads_in_flight_counts_each_head_once_while_any_of_its_tiles_runs(figures):
     """Two tiles of head 0 overlapping count once; head 1 joins at 2 and leaves at 5; nothing after 6."""
     runs = [(0, 0, 0, 4), (1, 0, 1, 6), (2, 1, 2, 5)]
-    assert figures.heads_in_flight(runs) == [(0, 1), (1, 1), (2, 2), (4, 2), (5, 1), (6, 0)]
+    assert figures.pair_schedule.heads_in_flight(runs) == [(0, 1), (1, 1), (2, 2), (4, 2), (5, 1), (6, 0)]
 
 
 def test_pairs_keep_the_blocks_even_and_on_few_heads(figures):
@@ -108,20 +103,21 @@ def test_pairs_keep_the_blocks_even_and_on_few_heads(figures):
     tiles, give or take one pair, and the heads at work at once stay within a window of one pair per block. Without
     pairs the blocks' shares differ by more, and the heads at work at once spread over more than twice that window,
     where kernel 14's blocks in launch order stay within twice the window."""
-    shape, q_tiles = figures.SCHEDULE_SHAPE, figures.SCHEDULE_SHAPE["q_tiles"]
-    pairs = figures.run_static(figures.pair_schedule, **shape)
-    strided = figures.run_static(figures.strided_schedule, **shape)
-    launched = figures.run_in_launch_order(**shape)
+    model = figures.pair_schedule
+    shape, q_tiles = model.SCHEDULE_SHAPE, model.SCHEDULE_SHAPE["q_tiles"]
+    pairs = model.run_static(model.pair_schedule, **shape)
+    strided = model.run_static(model.strided_schedule, **shape)
+    launched = model.run_in_launch_order(**shape)
     for runs in (pairs, strided, launched):
         assert len(runs) == q_tiles * shape["heads"] * shape["batch"]
-    busy = figures.busy_time(pairs)
+    busy = model.busy_time(pairs)
     assert max(busy) - min(busy) == q_tiles + 1
-    spread = figures.busy_time(strided)
+    spread = model.busy_time(strided)
     assert max(spread) - min(spread) > q_tiles + 1
-    window = -(-figures.SMS // ((q_tiles + 1) // 2)) + 1  # heads that 132 consecutive pairs can touch
+    window = -(-model.SMS // ((q_tiles + 1) // 2)) + 1  # heads that 132 consecutive pairs can touch
 
     def most(runs):
-        return max(n for _, n in figures.heads_in_flight(runs))
+        return max(n for _, n in model.heads_in_flight(runs))
 
     assert most(pairs) <= window
     assert max(most(pairs), most(launched)) <= 2 * window < most(strided)
@@ -132,10 +128,10 @@ def test_the_chains_add_every_value_once_in_fewer_steps(figures, chains):
     """Page 16's model: every value added once, chains - 1 joins and one addition into row_sum, and a dependent
     path of values / chains + log2(chains) + 1 steps, against values for kernel 15's single chain."""
     values = 32
-    additions = figures.sum_in_chains(values, chains)
+    additions = figures.softmax_chains.sum_in_chains(values, chains)
     kinds = [kind for _, _, kind in additions]
     assert kinds.count("p") == values and kinds.count("join") == chains - 1 and kinds.count("row_sum") == 1
     assert max(step for _, step, _ in additions) == values // chains + chains.bit_length() - 1 + 1
     per_step = [(row, step) for row, step, _ in additions]
     assert len(per_step) == len(set(per_step))  # one addition per chain and step
-    assert max(step for _, step, _ in figures.sum_in_one_chain(values)) == values
+    assert max(step for _, step, _ in figures.softmax_chains.sum_in_one_chain(values)) == values

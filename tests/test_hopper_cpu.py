@@ -1,7 +1,6 @@
 """The Hopper chapters (9-16) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
 import difflib
-import importlib.util
 import itertools
 import re
 import sys
@@ -214,7 +213,7 @@ def test_page15s_figure_deals_the_pairs_as_work_at(figures, q_tiles, n_heads, ba
     assert all(line in source for line in WORK_AT_LINES)
     for block, pairs in enumerate(pair_schedule(q_tiles, n_heads, batch, grid)):
         replayed = [(b, head, tile) for pair in pairs for tile, head, b in pair]
-        assert figures.pair_schedule(block, grid, q_tiles, n_heads, batch) == replayed
+        assert figures.pair_schedule.pair_schedule(block, grid, q_tiles, n_heads, batch) == replayed
 
 
 def test_chapter12_register_hand_over_balances():
@@ -329,40 +328,31 @@ def test_a_tma_chapter_names_itself_when_the_maps_cannot_be_made(monkeypatch):
 # ---------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def figures():
-    """docs/figures/make_figures.py as a module (it is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("make_figures", ROOT / "docs" / "figures" / "make_figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_p_fragments_cover_a_warps_block_once(figures):
     """The A registers of 32 lanes are a (16, 16) block of P, each element held once (page 10's figure)."""
-    cells = [cell for lane in range(32) for cell in figures.a_fragment_cells(lane)]
+    cells = [cell for lane in range(32) for cell in figures.wgmma.a_fragment_cells(lane)]
     assert sorted(cells) == [(row, col) for row in range(16) for col in range(16)]
 
 
 def test_kernel_10_threads_copy_eight_chunks_each(figures):
     """Page 11's left panel: 256 threads, 8 chunks of a 128-row tile each, a warp's chunks 2 whole rows per step."""
-    threads = Counter(figures.cp_async_thread(row, chunk) for row in range(128) for chunk in range(16))
+    threads = Counter(figures.tile_copies.cp_async_thread(row, chunk) for row in range(128) for chunk in range(16))
     assert sorted(threads) == list(range(256)) and set(threads.values()) == {8}
-    assert {figures.cp_async_thread(row, chunk) // 32 for row in (0, 1) for chunk in range(16)} == {0}
+    assert {figures.tile_copies.cp_async_thread(row, chunk) // 32 for row in (0, 1) for chunk in range(16)} == {0}
 
 
 def test_the_producer_schedule_keeps_the_barriers_rules(figures):
     """Page 12's schematic: no stage refilled before both warpgroups freed it, no tile read before its copies
     are in; kernel 11's lockstep starts every tile of both warpgroups at once, kernel 12's finishes no later."""
-    bars = figures.schedule_producer()
+    bars = figures.warp_specialized.schedule_producer()
     copies = {tile: start for name, tile, start, _ in bars if name == "copies"}
     groups = [{tile: (start, start + length) for name, tile, start, length in bars if name == f"warpgroup {g}"}
               for g in range(2)]
     for tile, start in copies.items():
         if tile >= 2:
             assert start >= max(group[tile - 2][1] for group in groups)
-        assert all(group[tile][0] >= start + figures.COPY_TILE for group in groups)
-    lockstep = figures.schedule_lockstep()
+        assert all(group[tile][0] >= start + figures.warp_specialized.COPY_TILE for group in groups)
+    lockstep = figures.warp_specialized.schedule_lockstep()
     starts = {}
     for name, tile, start, _ in lockstep:
         if name != "copies":
