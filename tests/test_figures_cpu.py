@@ -1,7 +1,9 @@
-"""The figures under docs/figures/ without a GPU: the roofline's byte counts and its drawing from a peak.json, and
-the schedule models the figures of pages 14-16 draw."""
+"""The figures under docs/figures/ without a GPU: each drawn by name from its module, the ladder and the roofline
+from results/ files, the roofline's byte counts, and the schedule models the figures of pages 14-16 draw."""
 
+import dataclasses
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,51 @@ import pytest
 from reference import attention_flops
 
 ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ROOT / "docs" / "figures"
 HEADLINE = ROOT / "results" / "headline.json"
+PEAK = ROOT / "results" / "peak.json"
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) in pixels, from a PNG's header."""
+    return struct.unpack(">II", path.read_bytes()[16:24])
+
+
+def test_every_figure_in_docs_has_one_drawing(figures):
+    """make_figures names every PNG under docs/figures/, and nothing else, by its file name."""
+    assert sorted(figures.drawings(HEADLINE, PEAK)) == sorted(png.stem for png in FIGURES.glob("*.png"))
+
+
+def test_named_figures_are_drawn_alone_at_the_size_of_the_committed_ones(figures, tmp_path):
+    """Only the figures named are drawn; the ladder from results/headline.json has the committed ladder's size,
+    which follows from the number of chapters in that file."""
+    figures.main(["swizzle", "ladder", "--out", str(tmp_path / "out")])
+    drawn = sorted((tmp_path / "out").iterdir())
+    assert [png.name for png in drawn] == ["ladder.png", "swizzle.png"]
+    for png in drawn:
+        assert png_size(png) == png_size(FIGURES / png.name)
+
+
+def test_an_unknown_figure_is_refused_with_the_names(figures, capsys):
+    with pytest.raises(SystemExit):
+        figures.main(["no_such_figure"])
+    assert "no figure named no_such_figure; the figures are mma_fragments," in capsys.readouterr().err
+
+
+def test_the_ladder_drops_only_a_reference_that_would_overprint(figures):
+    """A reference 1% slower than one before it leaves the ladder; every chapter of the headline stays, in order,
+    and every reference it drops is within 3% of one it shows."""
+    run = figures.ladder.first_run(HEADLINE)
+    first = next(row for row in run.rows if row.kind == "reference")
+    slower = [[ms * 1.01 for ms in repeats] for repeats in first.samples_ms]
+    crowded = dataclasses.replace(run, rows=[*run.rows, dataclasses.replace(first, name="crowded", samples_ms=slower)])
+    shown = figures.ladder.without_overprinted_references(crowded).rows
+    assert "crowded" not in [row.name for row in shown] and len(crowded.rows) == len(run.rows) + 1
+    assert [row for row in shown if row.kind != "reference"] == [row for row in run.rows if row.kind != "reference"]
+    kept = [row.tflops for row in shown if row.kind == "reference"]
+    for row in run.rows:
+        if row.kind == "reference" and row not in shown:
+            assert any(abs(row.tflops - other) < 0.03 * other for other in kept)
 
 
 def shape(seq_len: int) -> dict:
