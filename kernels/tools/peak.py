@@ -28,7 +28,7 @@ from tabulate import tabulate
 
 from kernels.build import BuildError, Cubin, compile_nvrtc
 from kernels.chapters import ROOT
-from kernels.launch import KernelError, gpu_arch
+from kernels.launch import KernelError, gpu_arch, load_function
 from reference import attention_flops
 
 PEAK_DIR = ROOT / "peak"
@@ -111,20 +111,11 @@ SOURCES = (MMA_SYNC_CU, WGMMA_CU, L2_READ_CU)
 
 @functools.cache
 def _function(source: PeakSource, entry: str, device_index: int, smem_bytes: int):
-    """One kernel of ``source``, compiled for the device's architecture and loaded on it once."""
-    import cupy
-
+    """One kernel of ``source``, compiled for the device's architecture and loaded on it once, as a chapter's is."""
     arch = source.build_arch(gpu_arch(device_index))  # a ValueError on a GPU the file is not written for
-    try:
-        cubin = source.compile(arch)
-        with cupy.cuda.Device(device_index):
-            function = cupy.RawModule(path=str(cubin.path())).get_function(cubin.lowered_names[entry])
-            function.max_dynamic_shared_size_bytes = smem_bytes  # above 48 KB a block must opt in
-    except BuildError as error:
-        raise KernelError(str(error)) from error
-    except Exception as error:
-        raise KernelError(f"peak/{source.file}: could not load {entry}: {error}") from error
-    return function
+    return load_function(
+        source.source, arch, entry, device_index, smem_bytes, label=f"peak/{source.file}", instances=source.entries
+    )
 
 
 def launch(source: PeakSource, entry: str, grid: int, n_threads: int, args: tuple, smem_bytes: int = 0) -> None:
