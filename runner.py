@@ -25,20 +25,11 @@ import torch
 
 from kernels import DTYPES, Chapter, chapters, select
 from kernels.launch import gpu_arch
-from kernels.tools.report import (
-    Grid,
-    Row,
-    Run,
-    RunFileError,
-    instruction_family,
-    load_ceilings,
-    load_runs,
-    plot_ladder,
-    print_runs,
-    save_runs,
-    shape_title,
-)
+from kernels.tools.ceilings import instruction_family, load_ceilings
+from kernels.tools.plot import plot_ladder
+from kernels.tools.runs import Grid, Row, Run, RunFileError, load_runs, save_runs, shape_title
 from kernels.tools.stats import rotated
+from kernels.tools.tables import print_runs
 from reference import (
     REFERENCE,
     SDPA_BACKENDS,

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import runner
-from kernels.tools.report import Run, grid_cells, load_runs, markdown_grid, save_runs, steps
+from kernels.tools.runs import Run, load_runs, save_runs
 from kernels.tools.stats import rotated
+from kernels.tools.tables import grid_cells, markdown_grid, steps
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_GPU_ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
@@ -173,7 +174,7 @@ def test_plot_has_error_bars_and_bands_from_a_saved_run(saved, tmp_path, monkeyp
     import matplotlib.pyplot as plt
     from matplotlib.container import BarContainer
 
-    from kernels.tools.report import plot_ladder
+    from kernels.tools.plot import plot_ladder
 
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it

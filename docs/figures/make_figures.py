@@ -682,7 +682,8 @@ def figure_pipeline(path: Path, n_tiles: int = 4) -> None:
 def figure_ladder(path: Path, results: Path) -> None:
     """The headline run's ladder, drawn by kernels.tools.report.plot_ladder (what runner.py --plot calls)."""
     sys.path.insert(0, str(ROOT))
-    from kernels.tools.report import load_runs, plot_ladder
+    from kernels.tools.plot import plot_ladder
+    from kernels.tools.runs import load_runs
 
     run = load_runs(results)[0]
     # "torch default" is whichever backend torch picks (cuDNN on the H200): its line would sit on top of
@@ -827,7 +828,7 @@ def figure_roofline(path: Path, peak_file: Path, run_file: Path) -> None:
 
     sys.path.insert(0, str(ROOT))
     from kernels import chapters
-    from kernels.tools.report import load_runs
+    from kernels.tools.runs import load_runs
     from reference import attention_flops
 
     peak, run = json.loads(peak_file.read_text()), load_runs(run_file)[0]
