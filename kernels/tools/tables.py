@@ -3,15 +3,13 @@ ablation's grid. "% of FA2" and "step" are medians of per-round ratios; "% of pe
 
 from __future__ import annotations
 
-import sys
-
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from tabulate import tabulate
 
 from kernels.tools.ceilings import pct_of_peak
 from kernels.tools.runs import Row, Run, shape_title
+from kernels.tools.side_by_side import stdout_console
 from kernels.tools.stats import Spread, ratio_spread
 from reference import REFERENCE
 
@@ -138,8 +136,7 @@ def markdown_grid(run: Run) -> str:
 
 def print_runs(runs: list[Run], *, markdown: bool = False, ceilings: dict[str, float], note: str | None) -> None:
     """Each run's table (and grid, for an ablation), then why "% of peak" is empty if it is."""
-    # Piped output (a log file) gets a fixed width wide enough for the whole table.
-    console = Console() if sys.stdout.isatty() else Console(width=140)
+    console = stdout_console()
     for run in runs:
         if markdown:
             print(f"**{shape_title(run.shape)}** on {run.environment.get('device', '?')}\n")
