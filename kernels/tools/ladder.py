@@ -15,6 +15,7 @@ import platform
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -36,6 +37,9 @@ from reference import (
     sdpa_available,
     sdpa_function,
 )
+
+if TYPE_CHECKING:
+    from kernels.tools.ablations import Ablation
 
 
 def no_gpu(what: str) -> str:
@@ -248,7 +252,7 @@ def run_ladder(args: argparse.Namespace) -> int:
     return measure_and_show(args, kept, what)
 
 
-def grid_of(ablation) -> Grid:
+def grid_of(ablation: Ablation) -> Grid:
     """What a saved run keeps of an ablation set: its grid, by contender name."""
     return Grid(ablation.name, ablation.title, tuple(ablation.rows), tuple(ablation.columns), dict(ablation.cells))
 

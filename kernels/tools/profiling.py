@@ -302,10 +302,10 @@ def chosen_targets(wanted: list[str]) -> list[Target]:
     gpu = this_gpu()
     if gpu is None:
         raise ToolError(f"No CUDA GPU found: profiling {names([t.name for t in chosen])} needs an NVIDIA GPU")
-    chosen = runnable(chosen, gpu)
-    if not chosen:
-        raise UsageError(f"none of the chosen kernels runs on this {gpu} GPU")
-    return chosen
+    if not any(target.runs_on(gpu) for target in chosen):
+        built_for = ", ".join(f"{target.name} for {target.chapter.kernel.arch} only" for target in chosen)
+        raise UsageError(f"none of the chosen kernels runs on this {gpu} GPU ({built_for})")
+    return runnable(chosen, gpu)
 
 
 def run_profile(args: argparse.Namespace) -> int:
