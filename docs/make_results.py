@@ -23,22 +23,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernels.tools.report import (  # noqa: E402
-    Run,
-    RunFileError,
+from kernels.tools.ceilings import load_ceilings  # noqa: E402
+from kernels.tools.runs import Run, RunFileError, load_runs, shape_title  # noqa: E402
+from kernels.tools.stats import verdict  # noqa: E402
+from kernels.tools.tables import (  # noqa: E402
     format_spread,
     legend,
-    load_ceilings,
-    load_runs,
     markdown,
     markdown_grid,
     markdown_table,
     pct_of_reference,
     reference_row,
-    shape_title,
     steps,
 )
-from kernels.tools.stats import verdict  # noqa: E402
 
 DOCS = ROOT / "docs"
 LADDER_MARKERS = ("<!-- ladder:start -->", "<!-- ladder:end -->")

@@ -29,8 +29,8 @@ from torch.nn.attention.bias import causal_lower_right
 from kernels import Chapter, chapters, select
 from kernels.launch import gpu_arch
 from kernels.op import chapter_for
+from kernels.tools.timing import time_ms
 from reference import SDPA_BACKENDS, AttentionError, attention_error, exact_attention
-from runner import time_ms
 
 HIDDEN, N_HEADS, N_KV_HEADS, HEAD_DIM = 1024, 16, 8, 128  # Qwen3-0.6B
 ROPE_THETA, RMS_EPS = 1_000_000.0, 1e-6

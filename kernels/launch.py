@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kernels.build import CUDA_TYPES, BuildError, compile_nvrtc, name_expression
+from kernels.build import ALL_INSTANCES, CUDA_TYPES, BuildError, compile_nvrtc, name_expression
 from kernels.tma import TensorMapError, tensor_map
 
 HEAD_DIM = 128
@@ -107,6 +107,36 @@ def gpu_arch(device_index: int) -> str:
     """A GPU's architecture as compilers name it, e.g. "sm_90"."""
     major, minor = torch.cuda.get_device_capability(device_index)
     return f"sm_{major}{minor}"
+
+
+def load_function(
+    source: Path,
+    arch: str,
+    entry: str,
+    device_index: int,
+    smem_bytes: int,
+    *,
+    label: str,
+    instances: tuple[str, ...] = ALL_INSTANCES,
+):
+    """One kernel of ``source`` (``entry``: one of ``instances``), compiled for ``arch`` and loaded on a device.
+
+    The one path from source to a launchable CuPy function, for the chapters and for the kernels of peak/:
+    NVRTC's cubin, loaded as a CuPy RawModule, with the block's dynamic shared memory raised to ``smem_bytes``
+    (above 48 KB a kernel must opt in). A failure is a KernelError naming ``label`` (the chapter, or the file).
+    """
+    import cupy
+
+    try:
+        cubin = compile_nvrtc(source, arch, instances)
+        with cupy.cuda.Device(device_index):
+            function = cupy.RawModule(path=str(cubin.path())).get_function(cubin.lowered_names[entry])
+            function.max_dynamic_shared_size_bytes = smem_bytes
+    except BuildError as error:
+        raise KernelError(str(error)) from error
+    except Exception as error:
+        raise KernelError(f"{label}: could not load {entry}: {error}") from error
+    return function
 
 
 class AttentionKernel:
@@ -219,18 +249,7 @@ class AttentionKernel:
         return self._loaded[key]
 
     def _load(self, device_index: int, dtype: torch.dtype, causal: bool):
-        import cupy
-
         arch = self.build_arch(gpu_arch(device_index))  # a ValueError on a GPU the kernel is not written for
-        try:
-            cubin = compile_nvrtc(self.source, arch)
-            with cupy.cuda.Device(device_index):
-                module = cupy.RawModule(path=str(cubin.path()))
-                kernel = module.get_function(cubin.lowered_names[name_expression(dtype, causal)])
-                # Above 48 KB of shared memory a block must opt in.
-                kernel.max_dynamic_shared_size_bytes = self.smem_bytes
-        except BuildError as error:
-            raise KernelError(str(error)) from error
-        except Exception as error:
-            raise KernelError(f"{self.chapter}: could not load the kernel: {error}") from error
-        return kernel
+        return load_function(
+            self.source, arch, name_expression(dtype, causal), device_index, self.smem_bytes, label=self.chapter
+        )

@@ -1,11 +1,7 @@
 """`runner.py inspect` and `runner.py diff` without a GPU, and each chapter's idea as its SASS shows it."""
 
-import os
 import re
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -13,16 +9,11 @@ from kernels import BuildError
 from kernels.tools import inspection, sass
 from kernels.tools.chapter_diff import unified_diff
 from kernels.tools.opcodes import group_counts, mnemonic
+from kernels.tools.side_by_side import PIPE_WIDTH
 from tests.conftest import CHAPTERS, changed
+from tests.helpers import assert_one_line_error, run_command
 
-ROOT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def runner(*args, env=None):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "runner.py"), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
-    )
 
 
 # --- inspect: the structural claim of each chapter, in the instance `runner.py inspect` shows -----------
@@ -138,41 +129,74 @@ def hmma_cells(text: str) -> list[int]:
     return [int(n) for line in text.splitlines() if re.match(r"│ HMMA +│", line) for n in re.findall(r"\d+", line)]
 
 
-def test_inspect_prints_every_chapter_in_one_table_to_a_pipe(inspected):
-    result = runner("inspect")
-    assert result.returncode == 0, result.stderr
+def test_inspect_fits_a_pipe_without_colour_or_its_legend(inspected, capsys):
+    """A pipe or a log gets tables no wider than PIPE_WIDTH, every number, and no words about colours it lacks."""
+    ran = run_command(capsys, "inspect")
+    assert ran.code == 0, ran.err
+    assert max(len(line) for line in ran.out.splitlines()) <= PIPE_WIDTH
+    assert "…" not in ran.out and "\x1b[" not in ran.out
+    assert hmma_cells(ran.out) == [rows["HMMA"] for rows in inspected.values()]
     for chapter in CHAPTERS:
-        assert chapter.name in result.stdout
-    assert hmma_cells(result.stdout) == [rows["HMMA"] for rows in inspected.values()]
+        assert f"k{chapter.number:02d}" in ran.out
+    assert "green" not in ran.out and "red:" not in ran.out
+    assert "SASS counts are instructions in the code" in " ".join(ran.out.split())
 
 
-def test_inspect_fits_an_80_column_terminal_without_clipping_a_number(inspected):
+def test_inspect_fits_an_80_column_terminal_without_clipping_a_number(inspected, capsys, monkeypatch):
     """rich takes COLUMNS as the terminal's width and FORCE_COLOR as a terminal: the table must split to fit."""
-    env = {**os.environ, "COLUMNS": "80", "FORCE_COLOR": "1", "NO_COLOR": "1"}
-    result = runner("inspect", env=env)
-    assert result.returncode == 0, result.stderr
-    text = ANSI.sub("", result.stdout)
+    for name, value in {"COLUMNS": "80", "FORCE_COLOR": "1", "NO_COLOR": "1"}.items():
+        monkeypatch.setenv(name, value)
+    ran = run_command(capsys, "inspect")
+    assert ran.code == 0, ran.err
+    text = ANSI.sub("", ran.out)
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "…" not in text
     assert hmma_cells(text) == [rows["HMMA"] for rows in inspected.values()]
     for chapter in CHAPTERS:
         assert f"k{chapter.number:02d}" in text
+    assert "green" not in text  # NO_COLOR: the legend of the colours goes with them
 
 
-def test_inspect_for_sm_80_leaves_out_the_hopper_only_chapter():
-    result = runner("inspect", "8,9", "--arch", "sm_80")
-    assert result.returncode == 0, result.stderr
-    assert "k08_kv128" in result.stdout and "k09_wgmma" not in result.stdout
-    assert "k09_wgmma left out: it is built for sm_90a only" in result.stderr
-    result = runner("inspect", "9", "--arch", "sm_80")
-    assert result.returncode == 2 and "none of the chosen chapters builds for sm_80" in result.stderr
+def test_inspect_on_a_colour_terminal_says_what_the_colours_mean(capsys, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    ran = run_command(capsys, "inspect", "3", "4")
+    assert ran.code == 0, ran.err
+    assert "\x1b[" in ran.out and "green: fewer than the chapter to the left" in " ".join(ANSI.sub("", ran.out).split())
 
 
-def test_inspect_markdown_and_instance_options():
-    result = runner("inspect", "1", "ldmatrix", "--markdown", "--causal", "--dtype", "fp16")
-    assert result.returncode == 0, result.stderr
-    assert "flash_attention<__half, true>" in result.stdout
-    assert re.search(r"^\| LDSM\.MT88 +\| +0 \| +\*\*\d+\*\* \|$", result.stdout, flags=re.MULTILINE), result.stdout
+def test_inspect_says_what_it_compiles_on_stderr_in_a_pipe(tmp_path, capsys, monkeypatch):
+    """A first inspect compiles for a while: a pipe or a log hears of each chapter; a second one compiles nothing."""
+    monkeypatch.setattr(inspection, "CACHE_DIR", tmp_path)
+    ran = run_command(capsys, "inspect", "1", "--markdown")
+    assert ran.code == 0, ran.err
+    assert ran.err == "compiling k01_naive for sm_90 ...\n"
+    again = run_command(capsys, "inspect", "1", "--markdown")
+    assert again.code == 0 and again.err == "" and again.out == ran.out
+
+
+def test_inspect_for_sm_80_leaves_out_the_hopper_only_chapter(capsys):
+    ran = run_command(capsys, "inspect", "8,9", "--arch", "sm_80")
+    assert ran.code == 0, ran.err
+    assert "k08" in ran.out and "k09" not in ran.out
+    assert "k09_wgmma left out: it is built for sm_90a only" in ran.err
+    assert_one_line_error(run_command(capsys, "inspect", "9", "--arch", "sm_80"), 2,
+                          "none of the chosen chapters builds for sm_80")
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_70"])
+def test_inspect_for_a_gpu_older_than_sm_80_is_one_line(arch, capsys):
+    """Not a thousand lines of ptxas errors: the architecture asked for, and what the chapters compile for."""
+    ran = run_command(capsys, "inspect", "--arch", arch)
+    assert_one_line_error(ran, 2, f"{arch} is older than the chapters support", "sm_80 and newer", "sm_90")
+    assert ran.out == ""
+
+
+def test_inspect_markdown_and_instance_options(capsys):
+    ran = run_command(capsys, "inspect", "1", "ldmatrix", "--markdown", "--causal", "--dtype", "fp16")
+    assert ran.code == 0, ran.err
+    assert "flash_attention<__half, true>" in ran.out
+    assert re.search(r"^\| LDSM\.MT88 +\| +0 \| +\*\*\d+\*\* \|$", ran.out, flags=re.MULTILINE), ran.out
 
 
 def test_a_missing_tool_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
@@ -181,9 +205,10 @@ def test_a_missing_tool_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(inspection, "CACHE_DIR", tmp_path)  # nothing cached: the chapter is disassembled
     monkeypatch.setattr(sass, "find_tool", missing)
-    assert inspection.main(["1"]) == 1
-    err = capsys.readouterr().err
-    assert "cuobjdump not found" in err and len(err.strip().splitlines()) == 1
+    ran = run_command(capsys, "inspect", "1", "--markdown")
+    assert ran.code == 1 and ran.err.startswith("compiling k01_naive for sm_90 ...\n")
+    error = ran.err.splitlines()[1:]
+    assert len(error) == 1 and "runner.py inspect: error: cuobjdump not found" in error[0]
 
 
 @pytest.mark.parametrize(
@@ -191,39 +216,48 @@ def test_a_missing_tool_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
     [
         (["inspect", "99"], "no chapter '99'"),
         (["inspect", "--arch"], "expected one argument"),
+        (["inspect", "--arch", "ampere"], "expected a GPU architecture such as sm_80 or sm_90, got 'ampere'"),
         (["inspect", "--dtype", "fp8"], "invalid choice"),
         (["diff", "3"], "the following arguments are required: b"),
         (["diff", "3", "99"], "no chapter '99'"),
+        (["diff", "3", "4", "-U", "-1"], "must be 0 or more"),
     ],
 )
-def test_bad_arguments_are_one_line_and_exit_2(args, message):
-    result = runner(*args)
-    assert result.returncode == 2
-    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert result.stderr.startswith(f"runner.py {args[0]}: error:")
+def test_bad_arguments_are_one_line_and_exit_2(args, message, capsys):
+    ran = run_command(capsys, *args)
+    assert_one_line_error(ran, 2, message)
+    assert ran.err.startswith(f"runner.py {args[0]}: error:")
 
 
 # --- diff ---------------------------------------------------------------------------------------------
 
 
-def test_diff_3_4_shows_the_swizzle():
-    result = runner("diff", "3", "4")
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+def test_diff_3_4_shows_the_swizzle(capsys):
+    ran = run_command(capsys, "diff", "3", "4")
+    assert ran.code == 0, ran.err
+    lines = ran.out.splitlines()
     assert any(line.startswith("+") and "^ (row % 8)" in line for line in lines)
     assert "--- k03_ldmatrix/flash_attention.cu" in lines and "+++ k04_swizzle/loader.py" in lines
-    assert "\x1b[" not in result.stdout  # not a terminal: no colour codes
+    assert "\x1b[" not in ran.out  # not a terminal: no colour codes
 
 
-def test_diff_takes_slugs_and_plain_output():
-    by_slug = runner("diff", "ldmatrix", "k04_swizzle", "--no-color")
-    assert by_slug.returncode == 0 and by_slug.stdout == runner("diff", "3", "4").stdout
+def test_diff_colours_a_terminal_unless_asked_not_to(capsys, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    coloured, plain = run_command(capsys, "diff", "3", "4"), run_command(capsys, "diff", "3", "4", "--no-color")
+    assert "\x1b[" in coloured.out and "\x1b[" not in plain.out
+    assert ANSI.sub("", coloured.out) == plain.out
 
 
-def test_diff_w_shows_code_moved_into_a_loop_as_the_loop_alone():
-    plain, ignoring = runner("diff", "14", "15"), runner("diff", "14", "15", "-w")
-    assert plain.returncode == ignoring.returncode == 0, plain.stderr + ignoring.stderr
-    plain, ignoring = changed(plain.stdout.splitlines()), changed(ignoring.stdout.splitlines())
+def test_diff_takes_slugs_and_plain_output(capsys):
+    by_slug = run_command(capsys, "diff", "ldmatrix", "k04_swizzle", "--no-color")
+    assert by_slug.code == 0 and by_slug.out == run_command(capsys, "diff", "3", "4").out
+
+
+def test_diff_w_shows_code_moved_into_a_loop_as_the_loop_alone(capsys):
+    plain, ignoring = run_command(capsys, "diff", "14", "15"), run_command(capsys, "diff", "14", "15", "-w")
+    assert plain.code == ignoring.code == 0, plain.err + ignoring.err
+    plain, ignoring = changed(plain.out.splitlines()), changed(ignoring.out.splitlines())
     # Kernel 15 runs kernel 14's consumers once per query tile: their lines move one level in, nothing more.
     moved = "softmax(tile * BLOCK_KV, rescale);"
     assert any(moved in line for line in plain) and not any(moved in line for line in ignoring)

@@ -1,11 +1,7 @@
 """The ceilings without a GPU: their kernels compile and hold what they claim, the command, the JSON format."""
 
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -27,8 +23,8 @@ from kernels.tools.peak import (
     save_peak,
 )
 from kernels.tools.sass import disassemble, opcodes, resource_usage
+from tests.helpers import assert_one_line_error, hide_gpu, run_command
 
-ROOT = Path(__file__).resolve().parent.parent
 BUILDS = [(source, arch) for source in SOURCES for arch in source.build_archs()]
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
 BRANCH_TARGET = re.compile(r"\bBRA\s+(?:\S+\s+)?0x([0-9a-f]+)")
@@ -133,28 +129,28 @@ def test_headline_flops_are_the_ladders():
 # ---------------------------------------------------------------------------------------------------
 
 
-def runner(*args, env=None):
-    command = [sys.executable, str(ROOT / "runner.py"), "peak", *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+def test_without_a_gpu_one_line_and_exit_1(capsys, monkeypatch):
+    hide_gpu(monkeypatch)
+    ran = run_command(capsys, "peak", "--rounds", "3")
+    assert_one_line_error(ran, 1)
+    assert ran.err.strip() == f"runner.py peak: error: {peak.NO_GPU}" and ran.out == ""
 
 
-def test_without_a_gpu_one_line_and_exit_1():
-    result = runner("--rounds", "3", env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
-    assert result.returncode == 1
-    assert result.stderr.strip() == peak.NO_GPU and result.stdout == ""
-
-
-def test_help_lists_the_options():
-    result = runner("--help")
-    assert result.returncode == 0
+def test_help_lists_the_options(capsys):
+    ran = run_command(capsys, "peak", "--help")
+    assert ran.code == 0
     for option in ("--rounds", "--json", "--markdown"):
-        assert option in result.stdout
+        assert option in ran.out
+    assert "(default 50)" in ran.out
 
 
-def test_bad_rounds_are_reported():
-    result = runner("--rounds", "0")
-    assert result.returncode == 2 and "--rounds must be at least 1" in result.stderr
-    assert "Traceback" not in result.stderr
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--rounds", "0"], "--rounds: must be at least 1"), (["--json", "no/such/peak.json"], "no/such does not exist")],
+)
+def test_mistakes_are_one_line_before_any_gpu_work(args, message, capsys, monkeypatch):
+    hide_gpu(monkeypatch)
+    assert_one_line_error(run_command(capsys, "peak", *args), 2, message)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -6,33 +6,15 @@ A fake `ncu` on PATH prints what Nsight Compute prints with --csv --page raw --p
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from kernels.tools import profiling
+from kernels.tools import profiling, run_once
 from kernels.tools.run_once import targets
 from tests.conftest import CHAPTERS
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def runner(*args, env=None):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "runner.py"), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
-    )
-
-
-def one_line_error(result, code: int, *messages: str) -> None:
-    """The command failed with ``code`` and said why in one line, no traceback."""
-    assert result.returncode == code, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
-    for message in messages:
-        assert message in result.stderr
-
+from tests.helpers import assert_one_line_error, hide_gpu, run_command
 
 # --- ncu's output ---------------------------------------------------------------------------------------
 
@@ -124,10 +106,16 @@ def test_the_targets_are_chapters_and_torchs_kernels():
 # --- the command, with a fake ncu -----------------------------------------------------------------------
 
 
-def fake_ncu(folder: Path, output: list[str], *, unknown: str | None = None, run_child: bool = False) -> dict:
-    """An `ncu` on PATH that prints ``output`` and logs its arguments to ncu.log; it fails unless the clocks are left
-    alone and the raw page is asked for with instance names, and on the metric ``unknown``. With ``run_child`` it
-    runs the profiled program first, as ncu does."""
+@pytest.fixture
+def hopper(monkeypatch):
+    """The profiler sees an sm_90 GPU: what ncu would profile on, its children being the fake ncu's business."""
+    monkeypatch.setattr(profiling, "this_gpu", lambda: "sm_90")
+
+
+def fake_ncu(folder: Path, monkeypatch, output: list[str], *, unknown: str | None = None, run_child: bool = False):
+    """An `ncu` first on PATH that prints ``output`` and logs its arguments to ncu.log; it fails unless the clocks are
+    left alone and the raw page is asked for with instance names, and on the metric ``unknown``. With ``run_child``
+    it runs the profiled program first, as ncu does."""
     script = folder / "ncu"
     script.write_text(
         f"#!{sys.executable}\n"
@@ -145,64 +133,93 @@ def fake_ncu(folder: Path, output: list[str], *, unknown: str | None = None, run
         f"print({chr(10).join(output)!r})\n"
     )
     script.chmod(0o755)
-    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
 
 
-def test_profile_shows_targets_side_by_side(tmp_path):
-    result = runner("profile", "1", "fa2", "--seq-len", "128", env=fake_ncu(tmp_path, raw_page()))
-    assert result.returncode == 0, result.stderr
+def test_profile_shows_targets_side_by_side(tmp_path, monkeypatch, capsys, hopper):
+    fake_ncu(tmp_path, monkeypatch, raw_page())
+    ran = run_command(capsys, "profile", "1", "fa2", "--seq-len", "128")
+    assert ran.code == 0, ran.err
     for text in ("k01_naive", "torch FA2", "2.621 ms", "109,975,893", "41.4%", "3.22 GB", "100,000,000", "699,840",
                  "short scoreboard", "clocks not locked"):  # fmt: skip
-        assert text in " ".join(result.stdout.split())  # the title wraps over the table
+        assert text in " ".join(ran.out.split())  # the title wraps over the table
+    assert ran.err.splitlines() == [f"profiling {name} under Nsight Compute ..." for name in ("k01_naive", "torch FA2")]
     calls = (tmp_path / "ncu.log").read_text().splitlines()
     assert "-k regex:flash_attention" in calls[0] and "kernels.tools.run_once k01_naive" in calls[0]
     assert "-k regex:flash_fwd" in calls[1] and "kernels.tools.run_once fa2 --batch 16 --seq-len 128" in calls[1]
 
 
-def test_profile_saves_json_and_prints_markdown(tmp_path):
+def test_profile_saves_json_and_prints_markdown(tmp_path, monkeypatch, capsys, hopper):
+    fake_ncu(tmp_path, monkeypatch, raw_page())
     saved = tmp_path / "profiling.json"
-    result = runner("profile", "1", "--markdown", "--json", str(saved), env=fake_ncu(tmp_path, raw_page()))
-    assert result.returncode == 0, result.stderr
-    assert re.search(r"^\| HMMA / HGMMA +\| +100,000,000 \|$", result.stdout, flags=re.MULTILINE), result.stdout
+    ran = run_command(capsys, "profile", "1", "--markdown", "--json", saved)
+    assert ran.code == 0, ran.err
+    assert re.search(r"^\| HMMA / HGMMA +\| +100,000,000 \|$", ran.out, flags=re.MULTILINE), ran.out
+    assert ran.err.splitlines()[-1] == f"wrote {saved}"
     record = json.loads(saved.read_text())
     assert record["shape"] == {"batch": 16, "seq_len": 4096, "heads": 16, "dtype": "bf16", "causal": False}
+    assert record["command"] == f"python runner.py profile 1 --markdown --json {saved}"
     (only,) = record["profiles"]
     assert only["target"] == "k01_naive" and only["executed"]["MUFU.EX2"] == 4_000_000
     assert only["readings"]["gpu__time_duration.sum"] == {"value": 2621150.0, "unit": "nsecond"}
 
 
-def test_profile_drops_metrics_this_ncu_lacks(tmp_path):
-    unknown = profiling.STALL_METRIC.format("misc")
-    result = runner("profile", "1", "2", env=fake_ncu(tmp_path, raw_page(), unknown=unknown))
-    assert result.returncode == 0, result.stderr
-    assert "2.621 ms" in result.stdout
+def test_profile_drops_metrics_this_ncu_lacks(tmp_path, monkeypatch, capsys, hopper):
+    fake_ncu(tmp_path, monkeypatch, raw_page(), unknown=profiling.STALL_METRIC.format("misc"))
+    ran = run_command(capsys, "profile", "1", "2")
+    assert ran.code == 0, ran.err
+    assert "2.621 ms" in ran.out
     assert len((tmp_path / "ncu.log").read_text().splitlines()) == 3  # once more for the first chapter only
 
 
-def test_profile_says_when_ncu_prints_no_opcode_names(tmp_path):
+def test_profile_says_when_ncu_prints_no_opcode_names(tmp_path, monkeypatch, capsys, hopper):
     columns = COLUMNS | {profiling.PER_OPCODE: ("", "163,254,272 (100,000,000; 63,254,272)")}
-    result = runner("profile", "1", env=fake_ncu(tmp_path, raw_page(columns)))
-    assert result.returncode == 0, result.stderr
-    assert result.stderr.strip() == profiling.NO_OPCODE_NAMES
-    assert "2.621 ms" in result.stdout
+    fake_ncu(tmp_path, monkeypatch, raw_page(columns))
+    ran = run_command(capsys, "profile", "1")
+    assert ran.code == 0, ran.err
+    assert ran.err.splitlines()[-1] == profiling.NO_OPCODE_NAMES
+    assert "2.621 ms" in ran.out
 
 
-def test_profile_without_ncu_is_one_line(tmp_path):
-    env = {**os.environ, "PATH": str(tmp_path)}
-    one_line_error(runner("profile", env=env), 1, "ncu")
-    one_line_error(runner("profile", "1", "cudnn", env=env), 1, "ncu")
+def test_profile_without_ncu_is_one_line_naming_the_targets(tmp_path, monkeypatch, capsys, hopper):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert_one_line_error(run_command(capsys, "profile"), 1, "ncu", "profiling k01_naive, ")
+    assert_one_line_error(run_command(capsys, "profile", "1", "cudnn"), 1, "ncu", "profiling k01_naive and torch cuDNN")
 
 
-def test_profile_without_counter_permission_is_one_line(tmp_path):
+def test_profile_on_a_gpu_none_of_the_targets_runs_on_is_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(profiling, "this_gpu", lambda: "sm_80")
+    ran = run_command(capsys, "profile", "9", "10")
+    assert_one_line_error(ran, 2, "none of the chosen kernels runs on this sm_80 GPU (k09_wgmma for sm_90a only, "
+                          "k10_wgmma_pv for sm_90a only)")
+
+
+def test_profile_without_a_gpu_says_so_before_looking_for_ncu(tmp_path, monkeypatch, capsys):
+    hide_gpu(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ncu either: the GPU is what to say first
+    ran = run_command(capsys, "profile", "8", "fa2")
+    assert_one_line_error(ran, 1, "No CUDA GPU found: profiling k08_kv128 and torch FA2 needs an NVIDIA GPU")
+    assert "ncu" not in ran.err
+
+
+def test_profile_without_counter_permission_is_one_line(tmp_path, monkeypatch, capsys, hopper):
     output = ["==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
               "Counters on the target device 0."]  # fmt: skip
-    one_line_error(runner("profile", "1", env=fake_ncu(tmp_path, output)), 1, "ERR_NVGPUCTRPERM")
+    fake_ncu(tmp_path, monkeypatch, output)
+    ran = run_command(capsys, "profile", "1", "--markdown")
+    assert ran.code == 1 and ran.err.splitlines()[-1].startswith("runner.py profile: error: ncu may not read")
+    assert "ERR_NVGPUCTRPERM" in ran.err
 
 
-def test_profile_without_a_gpu_is_one_line(tmp_path):
-    """ncu runs the child, which finds no GPU: its reason is the one line."""
-    env = fake_ncu(tmp_path, ["==WARNING== No kernels were profiled."], run_child=True) | {"CUDA_VISIBLE_DEVICES": ""}
-    one_line_error(runner("profile", "1", env=env), 1, "profiled no kernel of k01_naive", "No CUDA GPU found")
+def test_profile_names_why_a_child_profiled_nothing(tmp_path, monkeypatch, capsys, hopper):
+    """ncu runs the child, a process of its own, which finds no GPU: its last words are the one line."""
+    fake_ncu(tmp_path, monkeypatch, ["==WARNING== No kernels were profiled."], run_child=True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    ran = run_command(capsys, "profile", "1")
+    assert ran.code == 1
+    error = ran.err.splitlines()[-1]
+    assert error.startswith("runner.py profile: error: ncu profiled no kernel of k01_naive")
+    assert "No CUDA GPU found: running k01_naive needs an NVIDIA GPU" in error
 
 
 @pytest.mark.parametrize(
@@ -211,23 +228,29 @@ def test_profile_without_a_gpu_is_one_line(tmp_path):
         (["profile", "99"], "or fa2 or cudnn"),
         (["profile", "1", "--seq-len", "0"], "must be at least 1"),
         (["profile", "1", "--json"], "expected one argument"),
+        (["profile", "1", "--json", "no/such/folder/profile.json"], "--json: the folder no/such/folder does not exist"),
     ],
 )
-def test_profile_bad_arguments_are_one_line(args, message):
-    one_line_error(runner(*args), 2, message)
+def test_profile_bad_arguments_are_one_line_before_any_gpu_work(args, message, capsys, monkeypatch):
+    hide_gpu(monkeypatch)
+    assert_one_line_error(run_command(capsys, *args), 2, message)
 
 
 # --- the child: run once ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("command", "code", "message"),
+    ("args", "code", "message"),
     [
-        ([sys.executable, "-m", "kernels.tools.run_once", "1", "fa2"], 1, "No CUDA GPU found"),
-        ([sys.executable, "-m", "kernels.tools.run_once", "nope"], 2, "no chapter 'nope'"),
+        (["1", "fa2"], 1, "No CUDA GPU found: running k01_naive and torch FA2 needs an NVIDIA GPU"),
+        (["nope"], 2, "no chapter 'nope'"),
+        (["1", "--heads", "0"], 2, "--heads: must be at least 1"),
     ],
 )
-def test_running_once_without_a_gpu_is_one_line(command, code, message):
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-    one_line_error(result, code, message)
+def test_running_once_without_a_gpu_is_one_line(args, code, message, capsys, monkeypatch):
+    hide_gpu(monkeypatch)
+    capsys.readouterr()
+    assert run_once.main(args) == code
+    err = capsys.readouterr().err
+    assert err.startswith("python -m kernels.tools.run_once: error:") and len(err.strip().splitlines()) == 1
+    assert message in err

@@ -1,7 +1,9 @@
-"""The command line, as a user without a GPU meets it: saved runs, every argument mistake, the ablate command."""
+"""The command line, as a user without a GPU meets it: saved runs, every argument mistake, the ablate command.
+
+Each command runs in this process (``main(argv)``); one test runs ``python runner.py`` itself.
+"""
 
 import json
-import os
 import subprocess
 import sys
 import types
@@ -10,27 +12,15 @@ from pathlib import Path
 
 import pytest
 
-import runner
-from kernels.tools.report import Run, grid_cells, load_runs, markdown_grid, save_runs, steps
+from kernels.tools import commands
+from kernels.tools.ablations import ABLATIONS_DIR
+from kernels.tools.ladder import grid_of
+from kernels.tools.runs import Run, load_runs, save_runs
 from kernels.tools.stats import rotated
+from kernels.tools.tables import grid_cells, markdown_grid, steps
+from tests.helpers import assert_one_line_error, hide_gpu, run_command
 
 ROOT = Path(__file__).resolve().parent.parent
-NO_GPU_ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-
-
-def run_cli(*args, env=None):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "runner.py"), *map(str, args)],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
-    )
-
-
-def assert_one_line_error(result, message):
-    """A mistake is one line on stderr naming it, a non-zero exit, and no traceback."""
-    assert result.returncode != 0
-    assert message in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
 
 
 # --- saved runs: one shape, three references' worth of rows, the samples of every round ----------------------
@@ -80,19 +70,27 @@ def saved(tmp_path):
     return path
 
 
-def test_help_lists_the_options():
-    result = run_cli("--help")
-    assert result.returncode == 0
+def test_help_lists_the_options(capsys):
+    ran = run_command(capsys, "--help")
+    assert ran.code == 0
     for option in ("--seq-len", "--dtype", "--causal", "--kernels", "--markdown", "--json", "--plot", "--rounds",
                    "--repeats", "--warmup", "--kv-heads", "--kv-len", "--from-json", "ablate"):
-        assert option in result.stdout
+        assert option in ran.out
 
 
-def test_without_a_gpu_says_so_and_fails():
-    result = run_cli("--kernels", "1", env=NO_GPU_ENV)
-    assert result.returncode == 1
-    assert "No CUDA GPU found" in result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
+def test_without_a_gpu_says_so_naming_what_was_asked(capsys, monkeypatch):
+    hide_gpu(monkeypatch)
+    assert_one_line_error(run_command(capsys, "--kernels", "1,3"), 1, "No CUDA GPU found: timing k01_naive and "
+                          "k03_ldmatrix needs an NVIDIA GPU")
+    assert_one_line_error(run_command(capsys), 1, "No CUDA GPU found: timing the ladder")
+
+
+def test_python_runner_py_runs_as_a_program(saved):
+    """The entry point itself, in a process of its own: a saved run shown as Markdown."""
+    command = [sys.executable, str(ROOT / "runner.py"), "--from-json", str(saved), "--markdown"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "| k02_cp_async" in result.stdout and result.stderr == ""
 
 
 def test_a_new_file_round_trips(saved, tmp_path):
@@ -112,35 +110,46 @@ def test_an_old_file_reads_as_one_round(tmp_path):
     assert run.rows[1].tflops == pytest.approx(50.0) and run.shape["kv_heads"] == 1 and run.shape["kv_len"] == 64
 
 
-def test_shows_an_old_file_as_markdown(tmp_path):
+def test_shows_an_old_file_as_markdown(tmp_path, capsys):
     path = tmp_path / "old.json"
     path.write_text(json.dumps(OLD_RUN))
-    result = run_cli("--from-json", path, "--markdown")
-    assert result.returncode == 0, result.stderr
-    assert "| k01_naive" in result.stdout and "50.0%" in result.stdout and "one round" in result.stdout
+    ran = run_command(capsys, "--from-json", path, "--markdown")
+    assert ran.code == 0, ran.err
+    assert "| k01_naive" in ran.out and "50.0%" in ran.out and "one round" in ran.out
 
 
-def test_shows_spreads_and_marks_a_step_within_noise(saved):
-    result = run_cli("--from-json", saved, "--markdown")
-    assert result.returncode == 0, result.stderr
-    lines = {line.split("|")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("| k0")}
+def test_shows_spreads_and_marks_a_step_within_noise(saved, capsys):
+    ran = run_command(capsys, "--from-json", saved, "--markdown")
+    assert ran.code == 0, ran.err
+    lines = {line.split("|")[1].strip(): line for line in ran.out.splitlines() if line.startswith("| k0")}
     assert "2.00× [" in lines["k02_cp_async"] and "~" not in lines["k02_cp_async"]
     assert "× ~ [" in lines["k03_ldmatrix"]
-    assert "~: the step's min–max includes 1.00" in result.stdout
+    assert "~: the step's min–max includes 1.00" in ran.out
 
 
-def test_from_json_with_kernels_keeps_those_rows_and_steps_between_them(saved):
-    result = run_cli("--from-json", saved, "--markdown", "--kernels", "1,3")
-    assert result.returncode == 0, result.stderr
-    assert "k02_cp_async" not in result.stdout and "| torch FA2" in result.stdout
-    k03 = next(line for line in result.stdout.splitlines() if line.startswith("| k03_ldmatrix"))
+def test_a_pipe_gets_the_rich_table_whole_within_the_pipe_width(saved, capsys):
+    from kernels.tools.side_by_side import PIPE_WIDTH
+
+    ran = run_command(capsys, "--from-json", saved)
+    assert ran.code == 0, ran.err
+    assert "k03_ldmatrix" in ran.out and "…" not in ran.out and "\x1b[" not in ran.out
+    assert max(len(line) for line in ran.out.splitlines()) <= PIPE_WIDTH
+
+
+def test_from_json_with_kernels_keeps_those_rows_and_steps_between_them(saved, capsys):
+    ran = run_command(capsys, "--from-json", saved, "--markdown", "--kernels", "1,3")
+    assert ran.code == 0, ran.err
+    assert "k02_cp_async" not in ran.out and "| torch FA2" in ran.out
+    k03 = next(line for line in ran.out.splitlines() if line.startswith("| k03_ldmatrix"))
     assert "2.00×" in k03  # now over k01, the chapter before it in what is shown
 
 
-def test_from_json_can_be_saved_again_in_the_new_format(tmp_path):
+def test_from_json_can_be_saved_again_in_the_new_format(tmp_path, capsys):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(json.dumps(OLD_RUN))
-    assert run_cli("--from-json", old, "--json", new).returncode == 0
+    ran = run_command(capsys, "--from-json", old, "--json", new)
+    assert ran.code == 0 and ran.err == f"wrote {new}\n"
+    assert ran.out == ""  # the saved run's table was printed when it was measured
     assert json.loads(new.read_text())[0]["rows"][1]["samples_ms"] == [[2.0]]
 
 
@@ -151,21 +160,21 @@ def write_peak(tmp_path, device):
     return peak
 
 
-def test_percent_of_peak_from_the_ceiling_of_the_same_device(saved, tmp_path):
-    result = run_cli("--from-json", saved, "--markdown", "--peak", write_peak(tmp_path, DEVICE))
-    k01 = next(line for line in result.stdout.splitlines() if line.startswith("| k01_naive"))
+def test_percent_of_peak_from_the_ceiling_of_the_same_device(saved, tmp_path, capsys):
+    ran = run_command(capsys, "--from-json", saved, "--markdown", "--peak", write_peak(tmp_path, DEVICE))
+    k01 = next(line for line in ran.out.splitlines() if line.startswith("| k01_naive"))
     assert "| 25.0%      | 50.0%" in k01  # of FA2, then 1e12 FLOP in 4 ms: 250 TFLOP/s of a 500 TFLOP/s ceiling
-    assert "% of peak: empty" not in result.stdout
+    assert "% of peak: empty" not in ran.out
 
 
 @pytest.mark.parametrize("device", [None, "Another GPU (2 SMs)"])
-def test_percent_of_peak_is_empty_with_a_reason(saved, tmp_path, device):
+def test_percent_of_peak_is_empty_with_a_reason(saved, tmp_path, device, capsys):
     peak = tmp_path / "none.json" if device is None else write_peak(tmp_path, device)
-    result = run_cli("--from-json", saved, "--markdown", "--peak", peak)
-    k01 = next(line for line in result.stdout.splitlines() if line.startswith("| k01_naive"))
+    ran = run_command(capsys, "--from-json", saved, "--markdown", "--peak", peak)
+    k01 = next(line for line in ran.out.splitlines() if line.startswith("| k01_naive"))
     assert "50.0%" not in k01
     reason = "no " if device is None else "was measured on Another GPU"
-    assert next(line for line in result.stdout.splitlines() if line.startswith("% of peak: empty")).count(reason)
+    assert next(line for line in ran.out.splitlines() if line.startswith("% of peak: empty")).count(reason)
 
 
 def test_plot_has_error_bars_and_bands_from_a_saved_run(saved, tmp_path, monkeypatch):
@@ -173,7 +182,7 @@ def test_plot_has_error_bars_and_bands_from_a_saved_run(saved, tmp_path, monkeyp
     import matplotlib.pyplot as plt
     from matplotlib.container import BarContainer
 
-    from kernels.tools.report import plot_ladder
+    from kernels.tools.plot import plot_ladder
 
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it
@@ -190,12 +199,15 @@ def test_plot_has_error_bars_and_bands_from_a_saved_run(saved, tmp_path, monkeyp
     assert any(patch.get_y() == pytest.approx(band.low) for patch in ax.patches if patch not in bars.patches)
 
 
-def test_plots_a_saved_run_from_the_command_line(saved, tmp_path):
+def test_plots_a_saved_run_from_the_command_line_and_says_where(saved, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     plot = tmp_path / "ladder.svg"
-    result = run_cli("--from-json", saved, "--plot", plot)
-    assert result.returncode == 0, result.stderr
+    ran = run_command(capsys, "--from-json", saved, "--plot", plot)
+    assert ran.code == 0, ran.err
     assert plot.read_text().lstrip().startswith("<?xml")
+    assert ran.err == f"wrote {plot}\n" and ran.out == ""  # the table is not printed again
+    ran = run_command(capsys, "--from-json", saved, "--plot", plot, "--markdown")  # unless asked for
+    assert ran.out.count("| k01_naive") == 1 and ran.err == f"wrote {plot}\n"
 
 
 # --- every mistake: one line, a non-zero exit, before any GPU work -------------------------------------------
@@ -221,10 +233,9 @@ def test_plots_a_saved_run_from_the_command_line(saved, tmp_path):
         (["--from-json", "no/such/run.json"], "no/such/run.json: no such file"),
     ],
 )
-def test_bad_arguments_are_one_line_before_any_gpu_work(args, message):
-    result = run_cli(*args, env=NO_GPU_ENV)  # a GPU check that came first would say "No CUDA GPU found"
-    assert result.returncode == 2
-    assert_one_line_error(result, message)
+def test_bad_arguments_are_one_line_before_any_gpu_work(args, message, capsys, monkeypatch):
+    hide_gpu(monkeypatch)  # a GPU check that came first would say "No CUDA GPU found", exit 1
+    assert_one_line_error(run_command(capsys, *args), 2, message)
 
 
 @pytest.mark.parametrize(
@@ -242,27 +253,27 @@ def test_bad_arguments_are_one_line_before_any_gpu_work(args, message):
         (json.dumps([new_run([{**sample_row("k01_naive", "chapter", [1.0]), "ok": "yes"}])]), "ok must be"),
     ],
 )
-def test_a_file_that_is_not_a_saved_run_is_one_line(tmp_path, text, message):
+def test_a_file_that_is_not_a_saved_run_is_one_line(tmp_path, text, message, capsys):
     path = tmp_path / "run.json"
     path.write_text(text)
-    assert_one_line_error(run_cli("--from-json", path), message)
+    assert_one_line_error(run_command(capsys, "--from-json", path), 2, message)
 
 
 @pytest.mark.parametrize("option", [["--causal"], ["--seq-len", "128"], ["--batch=4"], ["--rounds", "3"]])
-def test_from_json_refuses_the_options_that_shape_a_run(saved, option):
-    assert_one_line_error(run_cli("--from-json", saved, *option), f"leave out {option[0].split('=')[0]}")
+def test_from_json_refuses_the_options_that_shape_a_run(saved, option, capsys):
+    ran = run_command(capsys, "--from-json", saved, *option)
+    assert_one_line_error(ran, 2, f"leave out {option[0].split('=')[0]}")
 
 
-def test_from_json_with_a_chapter_the_file_lacks(saved):
-    assert_one_line_error(run_cli("--from-json", saved, "--kernels", "4"), "holds no k04_swizzle")
+def test_from_json_with_a_chapter_the_file_lacks(saved, capsys):
+    assert_one_line_error(run_command(capsys, "--from-json", saved, "--kernels", "4"), 2, "holds no k04_swizzle")
 
 
-def test_plot_without_matplotlib_is_one_line(tmp_path):
-    missing = tmp_path / "site" / "matplotlib"
-    missing.mkdir(parents=True)
-    (missing / "__init__.py").write_text("raise ImportError('matplotlib is not installed here')\n")
-    env = {**NO_GPU_ENV, "PYTHONPATH": str(missing.parent)}
-    assert_one_line_error(run_cli("--plot", tmp_path / "ladder.png", env=env), "--plot needs matplotlib")
+def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
+    hide_gpu(monkeypatch)
+    monkeypatch.setitem(sys.modules, "matplotlib.backend_bases", None)  # as if it were not installed
+    ran = run_command(capsys, "--plot", tmp_path / "ladder.png")
+    assert_one_line_error(ran, 2, "--plot needs matplotlib")
 
 
 # --- ablate, against a fake kernels.tools.ablations -----------------------------------------------------------------
@@ -292,42 +303,38 @@ FAKE = FakeAblation(
 )
 
 
-@pytest.fixture
-def fake_ablations(monkeypatch):
-    module = types.ModuleType("kernels.tools.ablations")
-    module.ablations = lambda: [FAKE]
-
-    def find_ablation(token):
-        if token.strip() in ("3", "03", FAKE.name):
-            return FAKE
-        raise ValueError(f"no ablation set {token!r}; the sets are 3 ({FAKE.name})")
-
-    module.find_ablation = find_ablation
-    monkeypatch.setitem(sys.modules, "kernels.tools.ablations", module)
+def test_ablate_parses_its_set_and_options():
+    args = commands.ablate_parser().parse_args(["3", "--rounds", "2", "--seq-len", "1024", "--causal", "--markdown"])
+    assert args.set == "3" and args.rounds == 2 and args.seq_lens == [1024] and args.causal and args.markdown
+    # what the ladder's engine reads, and an ablation has no say in
+    assert args.kv_heads is None and args.kv_len is None and args.plot is None and args.from_json is None
 
 
-def test_ablate_parses_its_set_and_options(fake_ablations):
-    args = runner.parse_ablate_args(["3", "--rounds", "2", "--seq-len", "1024", "--causal", "--markdown"])
-    assert args.ablation is FAKE and args.rounds == 2 and args.seq_lens == [1024] and args.causal
-    assert args.kv_heads is None and args.kv_len is None and args.plot is None  # what the ladder's engine reads
-
-
-def test_ablate_help_lists_the_sets(fake_ablations, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        runner.parse_ablate_args(["--help"])
-    assert exit_.value.code == 0 and "3 (ch03_fake)" in capsys.readouterr().out
+def test_ablate_help_names_each_set_as_typed_and_its_folder(capsys):
+    ran = run_command(capsys, "ablate", "--help")
+    assert ran.code == 0
+    text = " ".join(ran.out.split())
+    folders = sorted(ABLATIONS_DIR.glob("ch[0-9][0-9]_*"))
+    assert folders and f"one of {', '.join(str(int(f.name[2:4])) for f in folders)}" in text
+    for folder in folders:
+        assert f"{int(folder.name[2:4])} (docs/ablations/{folder.name}/)" in text
 
 
 @pytest.mark.parametrize(("args", "message"), [(["4"], "no ablation set '4'"), (["3", "--repeats", "0"], "--repeats")])
-def test_ablate_mistakes_are_one_line(fake_ablations, capsys, args, message):
-    with pytest.raises(SystemExit) as exit_:
-        runner.parse_ablate_args(args)
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+def test_ablate_mistakes_are_one_line_before_any_gpu_work(capsys, monkeypatch, args, message):
+    hide_gpu(monkeypatch)
+    assert_one_line_error(run_command(capsys, "ablate", *args), 2, message)
+
+
+def test_ablate_without_a_gpu_names_the_set(capsys, monkeypatch):
+    hide_gpu(monkeypatch)
+    ran = run_command(capsys, "ablate", "5")
+    assert_one_line_error(ran, 1, "No CUDA GPU found: timing ablation set 5 (docs/ablations/ch05_pipelining)")
+    assert "the ladder" not in ran.err
 
 
 def test_ablate_builds_the_grid_of_median_tflops():
-    grid = runner.grid_of(FAKE)
+    grid = grid_of(FAKE)
     rows = [sample_row("torch FA2", "reference", [1.0, 1.0]),
             sample_row("k02_cp_async", "chapter", [4.0, 4.4]),
             sample_row("k02_swizzled", "variant", [2.0, 2.0]),
@@ -343,12 +350,12 @@ def test_ablate_builds_the_grid_of_median_tflops():
     assert list(steps(run)) == ["k03_ldmatrix", "k04_swizzle"]  # variants take no step
 
 
-def test_a_saved_ablation_shows_its_grid(tmp_path):
+def test_a_saved_ablation_shows_its_grid(tmp_path, capsys):
     rows = [sample_row("torch FA2", "reference", [1.0]), sample_row("k02_cp_async", "chapter", [2.0]),
             sample_row("k02_swizzled", "variant", [1.5]), sample_row("k03_ldmatrix", "chapter", [2.0]),
             sample_row("k04_swizzle", "chapter", [1.0])]
     path = tmp_path / "ablation.json"
-    path.write_text(json.dumps([{**new_run(rows), "grid": runner.grid_of(FAKE).to_json()}]))
-    result = run_cli("--from-json", path, "--markdown")
-    assert result.returncode == 0, result.stderr
-    assert "**loads against layouts**" in result.stdout and "| per-lane loads" in result.stdout
+    path.write_text(json.dumps([{**new_run(rows), "grid": grid_of(FAKE).to_json()}]))
+    ran = run_command(capsys, "--from-json", path, "--markdown")
+    assert ran.code == 0, ran.err
+    assert "**loads against layouts**" in ran.out and "| per-lane loads" in ran.out

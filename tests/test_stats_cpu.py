@@ -2,8 +2,9 @@
 
 import pytest
 
-from kernels.tools.report import Row, Run, pct_of_reference, steps
+from kernels.tools.runs import Row, Run
 from kernels.tools.stats import Spread, ratio_spread, rotated, round_medians, spread, verdict
+from kernels.tools.tables import pct_of_reference, steps
 
 FLOPS = 1e12  # 1 TFLOP per call: TFLOP/s is 1000 / ms
 

@@ -1,11 +1,12 @@
-"""The saved runs in results/ that the ladder and the roofline show, read and plotted by kernels.tools.report: the
-one place the figures import it."""
+"""The saved runs in results/ that the ladder and the roofline show, read by kernels.tools.runs and plotted by
+kernels.tools.plot: the one place the figures import them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.tools.report import Run, load_runs, plot_ladder
+from kernels.tools.plot import plot_ladder
+from kernels.tools.runs import Run, load_runs
 
 __all__ = ["Run", "first_run", "plot_ladder"]
 

@@ -3,7 +3,8 @@
 Each set is a folder ``docs/ablations/chNN_slug/`` (NN: the chapter whose step it splits) holding a data file
 ``ablation.py`` (``TITLE``, ``ROWS``, ``COLUMNS``, ``CELLS``) and one folder per variant kernel, laid out like a
 chapter (``flash_attention.cu`` + ``loader.py``) and named after the chapter it derives from. A cell names a
-ladder chapter or a variant of the set. Loading compiles nothing and needs no GPU.
+ladder chapter or a variant of the set. Loading compiles nothing and needs no GPU; listing the sets
+(``set_folders``) imports neither torch nor the kernels, for `runner.py ablate --help`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from kernels.chapters import CHAPTER_FOLDER, ROOT, Chapter, chapters, load_chapter
+if TYPE_CHECKING:
+    from kernels.chapters import Chapter
 
+ROOT = Path(__file__).resolve().parents[2]
 ABLATIONS_DIR = ROOT / "docs" / "ablations"
 SET_FOLDER = re.compile(r"ch(\d\d)_(\w+)")
 
@@ -52,8 +56,20 @@ def import_data_file(path: Path) -> ModuleType:
     return module
 
 
+def set_folders() -> list[Path]:
+    """Every set's folder, in the order of the chapters they split."""
+    return [f for f in sorted(ABLATIONS_DIR.iterdir()) if SET_FOLDER.fullmatch(f.name) and f.is_dir()]
+
+
+def set_number(folder: Path) -> int:
+    """The chapter whose step a set splits, from its folder's name: 3 for ch03_ldmatrix."""
+    return int(SET_FOLDER.fullmatch(folder.name).group(1))
+
+
 def load_ablation(folder: Path, ladder: list[Chapter]) -> Ablation:
     """One set from its folder; a ValueError if a cell names neither a ladder chapter nor one of its variants."""
+    from kernels.chapters import CHAPTER_FOLDER, load_chapter
+
     data = import_data_file(folder / "ablation.py")
     variants = [load_chapter(sub) for sub in sorted(folder.iterdir()) if CHAPTER_FOLDER.fullmatch(sub.name)]
     known = {c.name: c for c in [*ladder, *variants]}
@@ -63,7 +79,7 @@ def load_ablation(folder: Path, ladder: list[Chapter]) -> Ablation:
     named = {known[name] for name in data.CELLS.values()} | set(variants)
     return Ablation(
         name=folder.name,
-        number=int(SET_FOLDER.fullmatch(folder.name).group(1)),
+        number=set_number(folder),
         title=data.TITLE,
         rows=tuple(data.ROWS),
         columns=tuple(data.COLUMNS),
@@ -75,9 +91,10 @@ def load_ablation(folder: Path, ladder: list[Chapter]) -> Ablation:
 @functools.cache
 def _ablations() -> tuple[Ablation, ...]:
     """Every set, loaded once: each loader's kernel keeps its compiled instances for the whole process."""
+    from kernels.chapters import chapters
+
     ladder = chapters()
-    folders = [f for f in sorted(ABLATIONS_DIR.iterdir()) if SET_FOLDER.fullmatch(f.name) and f.is_dir()]
-    return tuple(load_ablation(folder, ladder) for folder in folders)
+    return tuple(load_ablation(folder, ladder) for folder in set_folders())
 
 
 def ablations() -> list[Ablation]:

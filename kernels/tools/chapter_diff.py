@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from kernels.tools.cli import Parser, one_chapter, run
+from kernels.tools.cli import one_chapter
 
 DIFFED_FILES = ("flash_attention.cu", "loader.py")
 DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
@@ -59,7 +59,7 @@ def print_diff(lines: list[str], color: bool) -> None:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    """The kernel's diff, then the loader's."""
+    """`runner.py diff A B`: the kernel's diff, then the loader's."""
     a, b = one_chapter(args.a), one_chapter(args.b)
     for i, file_name in enumerate(DIFFED_FILES):
         if i:
@@ -68,20 +68,3 @@ def run_diff(args: argparse.Namespace) -> int:
                              args.ignore_indent)
         print_diff(lines or [f"{a.name} and {b.name} have the same {file_name}"], color=not args.no_color)
     return 0
-
-
-def build_parser() -> Parser:
-    """`runner.py diff` and its options."""
-    parser = Parser(prog="runner.py diff", description="Unified diff of two chapters' kernel, then of their loader.")
-    parser.add_argument("a", help="first chapter, by number or slug")
-    parser.add_argument("b", help="second chapter, by number or slug")
-    parser.add_argument("-U", "--context", type=int, default=3, help="lines of context (default 3)")
-    parser.add_argument("-w", "--ignore-indent", action="store_true",
-                        help="lines that differ only in indentation count as unchanged (code moved into a loop)")
-    parser.add_argument("--no-color", action="store_true", help="plain text, no colours")
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    """Run `runner.py diff` with the arguments after the command's name."""
-    return run(build_parser(), run_diff, argv)

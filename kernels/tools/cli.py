@@ -1,23 +1,25 @@
-"""What the `runner.py inspect | diff | profile` commands share: chapter names on the command line, errors as one
-line on stderr, and tables with one column per chapter or kernel that fit the terminal."""
+"""The command line's conventions, shared by every `runner.py` command: a mistake is one line on stderr, every option
+shows its default, chapters are named by number or slug.
+
+Nothing here imports torch or the runtime at import time: `--help` and a mistyped option answer at once.
+"""
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-from tabulate import tabulate
+if TYPE_CHECKING:
+    from kernels.chapters import Chapter
 
-from kernels.build import BuildError
-from kernels.chapters import Chapter, chapters, select
-from kernels.launch import DTYPES
+# The element types by the names the command line takes (the keys of kernels.launch.DTYPES, which imports torch).
+DTYPE_NAMES = ("bf16", "fp16")
+# The oldest GPU the chapters run on: bf16 mma.sync, cp.async and ldmatrix need sm_80.
+OLDEST_ARCH = 80
+ARCH = re.compile(r"sm_(\d+)a?")
 
 
 class UsageError(ValueError):
@@ -25,11 +27,43 @@ class UsageError(ValueError):
 
 
 class ToolError(RuntimeError):
-    """A tool the command needs is missing or failed (ncu, the GPU's counters, the profiled program)."""
+    """A tool the command needs is missing or failed (a GPU, ncu, the GPU's counters, the profiled program)."""
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, with each option's default where it has one and its help does not already give it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        no_default = action.default is None or action.default is False or action.default is argparse.SUPPRESS
+        if "default" in text or no_default or not action.option_strings:
+            return text
+        return f"{text} (default %(default)s)"
+
+
+# A check of the parsed arguments taken together: (parser, args, argv); it may fill in args or call parser.error.
+Check = Callable[["Parser", argparse.Namespace, list[str]], None]
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line: the problem, and where the help is."""
+    """argparse whose errors are one line, the problem and where the help is, and whose help shows defaults.
+
+    ``checks`` run after parsing, in order, on what argparse alone cannot judge (e.g. options that exclude others).
+    """
+
+    def __init__(self, *, checks: Sequence[Check] = (), **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)  # an option is named in full: --from-json refuses some by name
+        super().__init__(**kwargs)
+        self.checks = tuple(checks)
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None):
+        """The parsed arguments, checked."""
+        argv = list(sys.argv[1:] if args is None else args)
+        parsed = super().parse_args(argv, namespace)
+        for check in self.checks:
+            check(self, parsed, argv)
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         """Exit 2 with ``prog: error: message`` alone, without the usage block."""
@@ -37,8 +71,14 @@ class Parser(argparse.ArgumentParser):
 
 
 def run(parser: argparse.ArgumentParser, handler: Callable[[argparse.Namespace], int], argv: list[str]) -> int:
-    """Parse ``argv`` and run the command; a bad name (exit 2) or a failing tool (exit 1) is one line on stderr."""
-    args = parser.parse_args(argv)
+    """Parse ``argv`` and run the command: its exit status, 0 after --help, 2 for a mistake in what was asked
+    for, 1 for a tool or a build that failed; each failure one line on stderr."""
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, or a mistake argparse found (already printed)
+        return exit_.code if isinstance(exit_.code, int) else 1
+    from kernels.build import BuildError  # after parsing: it imports torch
+
     try:
         return handler(args)
     except UsageError as error:
@@ -49,8 +89,40 @@ def run(parser: argparse.ArgumentParser, handler: Callable[[argparse.Namespace],
         return 1
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def gpu_arch(text: str) -> str:
+    """argparse type: a GPU architecture the chapters compile for, "sm_80" or newer ("sm_90a" reads as "sm_90")."""
+    match = ARCH.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected a GPU architecture such as sm_80 or sm_90, got {text!r}")
+    if int(match.group(1)) < OLDEST_ARCH:
+        raise argparse.ArgumentTypeError(
+            f"{text} is older than the chapters support: they compile for sm_{OLDEST_ARCH} and newer, "
+            "and the Hopper chapters (built for sm_90a) for sm_90 only"
+        )
+    return f"sm_{match.group(1)}"
+
+
+def add_instance_options(parser: argparse.ArgumentParser) -> None:
+    """--dtype and --causal: which kernel instance to look at or run."""
+    parser.add_argument("--dtype", choices=DTYPE_NAMES, default="bf16", help="element type of q, k, v and out")
+    parser.add_argument("--causal", action="store_true", help="the causal instance (default: not causal)")
+
+
 def pick(wanted: Sequence[str]) -> list[Chapter]:
     """Chapters by number or slug, as words or comma lists ("3 4", "1,3", "naive,swizzle"); none named: all."""
+    from kernels.chapters import chapters, select
+
     try:
         return select(chapters(), ",".join(wanted) or None)
     except ValueError as error:
@@ -65,100 +137,6 @@ def one_chapter(token: str) -> Chapter:
     return picked[0]
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def add_instance_options(parser: argparse.ArgumentParser) -> None:
-    """--dtype and --causal: which kernel instance to look at or run."""
-    parser.add_argument("--dtype", choices=DTYPES, default="bf16", help="element type (default bf16)")
-    parser.add_argument("--causal", action="store_true", help="the causal instance (default: not causal)")
-
-
-# ---------------------------------------------------------------------------------------------------
-# Side-by-side tables
-# ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One value in a side-by-side table, and a rich style to mark it with (Markdown shows a marked cell bold)."""
-
-    text: str
-    style: str = ""
-
-
-Row = tuple[str, list[Cell]]
-
-
-@dataclass(frozen=True)
-class SideBySide:
-    """A table with one column per chapter or kernel and its rows in sections: what inspect and profile print."""
-
-    title: str
-    heads: list[str]  # "k05_pipelining", "torch FA2"
-    short_heads: list[str]  # "k05", "FA2": for terminals too narrow for the full names
-    sections: list[list[Row]]
-    caption: str = ""
-    legend: str = ""  # what a style means, on the terminal
-
-    def table(self, columns: Sequence[int], *, short: bool = False, first: bool = True, last: bool = True) -> Table:
-        """A rich table of some of the columns: the title over the first of several, the caption under the last."""
-        caption = " ".join(part for part in (self.legend, self.caption) if part)
-        table = Table(title=self.title if first else None, caption=caption if last else None)
-        table.add_column("", no_wrap=True)
-        heads = self.short_heads if short else self.heads
-        for column in columns:
-            table.add_column(heads[column], justify="right", no_wrap=True)
-        for i, section in enumerate(self.sections):
-            if i:
-                table.add_section()
-            for label, cells in section:
-                table.add_row(label, *(Text(cells[column].text, style=cells[column].style) for column in columns))
-        return table
-
-    def markdown(self) -> str:
-        """The whole table in GitHub Markdown, marked cells in bold, the caption under it."""
-        rows = [
-            [label, *(f"**{cell.text}**" if cell.style else cell.text for cell in cells)]
-            for section in self.sections
-            for label, cells in section
-        ]
-        aligns = ("left", *["right"] * len(self.heads))
-        table = tabulate(rows, headers=["", *self.heads], tablefmt="github", colalign=aligns)
-        return "\n\n".join(part for part in (f"**{self.title}**", table, self.caption) if part)
-
-
-def table_width(console: Console, table: Table) -> int:
-    """The width the table takes unsqueezed."""
-    return console.measure(table, options=console.options.update_width(10_000)).maximum
-
-
-def split_evenly(n: int, parts: int) -> list[range]:
-    """range(n) cut into ``parts`` consecutive ranges whose lengths differ by at most one."""
-    bounds = [i * n // parts for i in range(parts + 1)]
-    return [range(start, stop) for start, stop in itertools.pairwise(bounds)]
-
-
-def print_side_by_side(table: SideBySide) -> None:
-    """Print the table; on a terminal too narrow for it, with short heads and, where needed, as several tables.
-
-    A pipe or a file gets it whole, however wide: nothing is cut off.
-    """
-    console = Console()
-    columns = len(table.heads)
-    whole = table.table(range(columns))
-    if not console.is_terminal or table_width(console, whole) <= console.width:
-        console.width = max(console.width, table_width(console, whole))
-        console.print(whole)
-        return
-    for parts in range(1, columns + 1):  # short heads first, then ever more tables: the fewest that fit
-        groups = split_evenly(columns, parts)
-        if all(table_width(console, table.table(group, short=True)) <= console.width for group in groups):
-            break
-    for i, group in enumerate(groups):
-        console.print(table.table(group, short=True, first=i == 0, last=i == len(groups) - 1))
+def names(items: Sequence[str]) -> str:
+    """Names in prose: "a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

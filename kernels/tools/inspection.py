@@ -11,22 +11,23 @@ version: a second `inspect` compiles nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from rich.console import Console
 
 from kernels.build import CACHE_DIR, compile_nvrtc, name_expression, nvrtc_version, ptxas_resources
 from kernels.chapters import Chapter
 from kernels.launch import DTYPES
-from kernels.tools.cli import Cell, Parser, SideBySide, UsageError, add_instance_options, pick, print_side_by_side, run
+from kernels.tools.cli import UsageError, pick
 from kernels.tools.opcodes import INTEGER_ALU, group_counts
+from kernels.tools.progress import Progress
 from kernels.tools.sass import disassemble, opcodes, resource_usage
+from kernels.tools.side_by_side import Cell, SideBySide, print_side_by_side
 
 RESOURCE_ROWS = (
     "registers / thread",
@@ -84,14 +85,19 @@ def cache_key(source_text: str, arch: str, instance: str, nvrtc: str) -> str:
     return hashlib.sha256("\0".join((source_text, arch, instance, nvrtc)).encode()).hexdigest()[:32]
 
 
-def compiled(source: Path, arch: str, instance: str) -> Compiled:
-    """The instance as compiled: from the disk cache where an earlier run left it, else from NVRTC, then kept."""
+def compiled(source: Path, arch: str, instance: str, progress: Progress | None = None) -> Compiled:
+    """The instance as compiled: from the disk cache where an earlier run left it, else from NVRTC, then kept.
+
+    ``progress`` shows when it compiles (seconds, where the cache answers at once).
+    """
     path = CACHE_DIR / "inspect" / f"{cache_key(source.read_text(), arch, instance, nvrtc_version())}.json"
     try:
         return Compiled(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):  # not there yet, or written by another version of this file
         pass
-    result = compile_instance(source, arch, instance)
+    showing = progress.step(f"compiling {source.parent.name} for {arch}") if progress else contextlib.nullcontext()
+    with showing:
+        result = compile_instance(source, arch, instance)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = path.with_name(f"{path.stem}.{os.getpid()}.tmp")  # renamed into place: a reader never sees half
     written.write_text(json.dumps(asdict(result)))
@@ -109,14 +115,18 @@ class Inspection:
 
 
 def inspect_chapter(
-    chapter: Chapter, arch: str, dtype: torch.dtype = torch.bfloat16, causal: bool = False
+    chapter: Chapter,
+    arch: str,
+    dtype: torch.dtype = torch.bfloat16,
+    causal: bool = False,
+    progress: Progress | None = None,
 ) -> Inspection:
     """One instance's resources and SASS counts (no GPU needed).
 
     ``arch`` is the GPU's: a chapter built for that chip's own instructions compiles for its variant (sm_90a).
     """
     instance = name_expression(dtype, causal)
-    kernel = compiled(chapter.source, chapter.kernel.build_arch(arch), instance)
+    kernel = compiled(chapter.source, chapter.kernel.build_arch(arch), instance, progress)
     # NVRTC 13.0 leaves the ptxas report out of its log (13.5 includes it); where it is missing, the local
     # memory in the cubin stands in (spilled registers live there, and these kernels keep no arrays there).
     local = kernel.usage["LOCAL"]
@@ -162,38 +172,21 @@ def inspect_table(inspections: list[Inspection], title: str) -> SideBySide:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    """Compile the chosen chapters and print their resources and SASS side by side."""
+    """`runner.py inspect`: compile the chosen chapters and print their resources and SASS side by side."""
     picked = pick(args.chapters)
-    for chapter in [c for c in picked if not c.kernel.runs_on(args.arch)]:
-        print(f"{chapter.name} left out: it is built for {chapter.kernel.arch} only", file=sys.stderr)
-        picked.remove(chapter)
-    if not picked:
-        raise UsageError(f"none of the chosen chapters builds for {args.arch}")
-    dtype = DTYPES[args.dtype]
-    with Console(stderr=True).status(f"compiling {len(picked)} chapters for {args.arch}"):
-        inspections = [inspect_chapter(chapter, args.arch, dtype, args.causal) for chapter in picked]
+    left_out = [chapter for chapter in picked if not chapter.kernel.runs_on(args.arch)]
+    if len(left_out) == len(picked):
+        built_for = ", ".join(f"{chapter.name} for {chapter.kernel.arch} only" for chapter in left_out)
+        raise UsageError(f"none of the chosen chapters builds for {args.arch} ({built_for})")
+    with Progress() as progress:
+        for chapter in left_out:
+            progress.note(f"{chapter.name} left out: it is built for {chapter.kernel.arch} only")
+        dtype = DTYPES[args.dtype]
+        kept = [chapter for chapter in picked if chapter not in left_out]
+        inspections = [inspect_chapter(chapter, args.arch, dtype, args.causal, progress) for chapter in kept]
     table = inspect_table(inspections, f"{inspections[0].instance} for {args.arch}")
     if args.markdown:
         print(table.markdown())
     else:
         print_side_by_side(table)
     return 0
-
-
-def build_parser() -> Parser:
-    """`runner.py inspect` and its options."""
-    parser = Parser(
-        prog="runner.py inspect",
-        description="Compile chapters with NVRTC and show registers, shared memory, spills and SASS instruction "
-        "counts side by side. Needs no GPU; compiled chapters are cached on disk.",
-    )
-    parser.add_argument("chapters", nargs="*", help="by number or slug: '3 4', '1,3', 'naive,swizzle' (default: all)")
-    parser.add_argument("--arch", default="sm_90", help="compile for this architecture (default sm_90)")
-    add_instance_options(parser)
-    parser.add_argument("--markdown", action="store_true", help="print a GitHub Markdown table instead")
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    """Run `runner.py inspect` with the arguments after the command's name."""
-    return run(build_parser(), run_inspect, argv)

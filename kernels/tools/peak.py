@@ -22,13 +22,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from rich.console import Console
 from rich.table import Table
 from tabulate import tabulate
 
-from kernels.build import BuildError, Cubin, compile_nvrtc
+from kernels.build import Cubin, compile_nvrtc
 from kernels.chapters import ROOT
-from kernels.launch import KernelError, gpu_arch
+from kernels.launch import KernelError, gpu_arch, load_function
+from kernels.tools.cli import ToolError
+from kernels.tools.progress import Progress
+from kernels.tools.side_by_side import stdout_console
 from reference import attention_flops
 
 PEAK_DIR = ROOT / "peak"
@@ -111,20 +113,11 @@ SOURCES = (MMA_SYNC_CU, WGMMA_CU, L2_READ_CU)
 
 @functools.cache
 def _function(source: PeakSource, entry: str, device_index: int, smem_bytes: int):
-    """One kernel of ``source``, compiled for the device's architecture and loaded on it once."""
-    import cupy
-
+    """One kernel of ``source``, compiled for the device's architecture and loaded on it once, as a chapter's is."""
     arch = source.build_arch(gpu_arch(device_index))  # a ValueError on a GPU the file is not written for
-    try:
-        cubin = source.compile(arch)
-        with cupy.cuda.Device(device_index):
-            function = cupy.RawModule(path=str(cubin.path())).get_function(cubin.lowered_names[entry])
-            function.max_dynamic_shared_size_bytes = smem_bytes  # above 48 KB a block must opt in
-    except BuildError as error:
-        raise KernelError(str(error)) from error
-    except Exception as error:
-        raise KernelError(f"peak/{source.file}: could not load {entry}: {error}") from error
-    return function
+    return load_function(
+        source.source, arch, entry, device_index, smem_bytes, label=f"peak/{source.file}", instances=source.entries
+    )
 
 
 def launch(source: PeakSource, entry: str, grid: int, n_threads: int, args: tuple, smem_bytes: int = 0) -> None:
@@ -443,7 +436,7 @@ def print_run(run: PeakRun, *, markdown: bool = False) -> None:
         print(f"**{FASTEST}** ({headline_shape()})\n")
         print(tabulate(fastest_rows(run), headers=FASTEST_COLUMNS, tablefmt="github", disable_numparse=True) + "\n")
         return
-    console = Console() if sys.stdout.isatty() else Console(width=140)
+    console = stdout_console()
     ceilings = Table(title="Ceilings", caption=device)
     fastest = Table(title=FASTEST, caption=headline_shape(), min_width=len(FASTEST) + 4)  # title on one line
     for table, columns in ((ceilings, COLUMNS), (fastest, FASTEST_COLUMNS)):
@@ -464,22 +457,7 @@ def print_run(run: PeakRun, *, markdown: bool = False) -> None:
 NO_GPU = "No CUDA GPU found: the ceilings are measured on an NVIDIA GPU (sm_80 or newer)."
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The options of `runner.py peak`; argparse reports a bad one and exits with 2."""
-    parser = argparse.ArgumentParser(
-        prog="runner.py peak",
-        description="Measure the ceilings: mma.sync and wgmma rates, torch.matmul, DRAM and L2 bandwidth.",
-    )
-    parser.add_argument("--rounds", type=int, default=50, help="interleaved rounds; medians are shown (default 50)")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="also save the measurements as JSON")
-    parser.add_argument("--markdown", action="store_true", help="print GitHub Markdown tables instead")
-    args = parser.parse_args(argv)
-    if args.rounds < 1:
-        parser.error("--rounds must be at least 1")
-    return args
-
-
-def environment(argv: list[str]) -> dict:
+def environment(command: str) -> dict:
     """What the run was measured on, with the command that reruns it."""
     import cupy
 
@@ -489,30 +467,29 @@ def environment(argv: list[str]) -> dict:
         "torch": torch.__version__,
         "cupy": cupy.__version__,
         "date": datetime.date.today().isoformat(),
-        "command": " ".join(["python runner.py peak", *argv]),
+        "command": command,
     }
 
 
-def main(argv: list[str]) -> int:
-    """`runner.py peak`: measure, print the tables, save the JSON; one line on stderr and 1 on failure."""
-    args = parse_args(argv)
+def run_peak(args: argparse.Namespace) -> int:
+    """`runner.py peak`: measure, print the tables, save the JSON; a ToolError naming why it cannot."""
     if not torch.cuda.is_available():
-        print(NO_GPU, file=sys.stderr)
-        return 1
+        raise ToolError(NO_GPU)
     if torch.cuda.get_device_capability(0)[0] < 8:
-        print(f"{torch.cuda.get_device_name(0)} is {gpu_arch(0)}; the ceilings need sm_80 or newer", file=sys.stderr)
-        return 1
+        raise ToolError(f"{torch.cuda.get_device_name(0)} is {gpu_arch(0)}; the ceilings need sm_80 or newer")
     try:
-        with Console(stderr=True).status("compiling and measuring the ceilings"):
-            benchmarks, notes = all_benchmarks()
-            samples = measure(benchmarks, args.rounds)
-        run = PeakRun(environment(argv), samples)
-        for note in notes:
-            print(note)
-        print_run(run, markdown=args.markdown)
-        if args.json:
-            save_peak(run, args.json)
-    except (BuildError, KernelError, OSError) as error:
-        print(f"runner.py peak: {error}", file=sys.stderr)
-        return 1
+        with Progress() as progress:
+            with progress.step("compiling the kernels of peak/ and running each once"):
+                benchmarks, notes = all_benchmarks()
+            with progress.step(f"measuring the ceilings: {args.rounds} rounds of {len(benchmarks)} benchmarks"):
+                samples = measure(benchmarks, args.rounds)
+    except (KernelError, OSError) as error:
+        raise ToolError(str(error)) from error
+    run = PeakRun(environment(args.command_line), samples)
+    for note in notes:
+        print(note)
+    print_run(run, markdown=args.markdown)
+    if args.json:
+        save_peak(run, args.json)
+        print(f"wrote {args.json}", file=sys.stderr)
     return 0

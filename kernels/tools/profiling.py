@@ -23,24 +23,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from rich.console import Console
 
 from kernels.chapters import ROOT
 from kernels.launch import gpu_arch
-from kernels.tools.cli import (
-    Cell,
-    Parser,
-    Row,
-    SideBySide,
-    ToolError,
-    UsageError,
-    add_instance_options,
-    positive_int,
-    print_side_by_side,
-    run,
-)
+from kernels.tools.cli import ToolError, UsageError, names
 from kernels.tools.opcodes import INTEGER_ALU, group_counts
+from kernels.tools.progress import Progress
 from kernels.tools.run_once import Target, runnable, targets
+from kernels.tools.side_by_side import Cell, Row, SideBySide, print_side_by_side
 
 HEADLINE = {
     "gpu__time_duration.sum": "duration",
@@ -86,8 +76,8 @@ STALL_METRICS = {STALL_METRIC.format(reason): reason for reason in STALL_REASONS
 TOP_STALLS = 5  # per target; the table shows each one that is among the largest of any target
 MAX_NCU_RUNS = 4  # each run without the metrics the one before could not find
 NO_NCU = (
-    "Nsight Compute (ncu) is not on PATH: install it (it comes with the CUDA toolkit, e.g. /usr/local/cuda/bin) "
-    "and add its folder to PATH to profile"
+    "Nsight Compute (ncu) is not on PATH: profiling {what} runs it; install it (it comes with the CUDA toolkit, "
+    "e.g. /usr/local/cuda/bin) and add its folder to PATH"
 )
 NO_COUNTERS = (
     "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): profile as root, or have an "
@@ -295,33 +285,40 @@ def save_profiles(profiles: list[Profile], args: argparse.Namespace, path: Path)
     record = {
         "shape": {name: getattr(args, name) for name in ("batch", "seq_len", "heads", "dtype", "causal")},
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "command": "python runner.py " + " ".join(sys.argv[1:]),
+        "command": args.command_line,
         "profiles": [asdict(profile) | {"readings": kernel_readings(profile)} for profile in profiles],
     }
     path.write_text(json.dumps(record, indent=1) + "\n")
 
 
+def this_gpu() -> str | None:
+    """The architecture of the GPU the kernels would run on ("sm_90"), or None where torch sees no GPU."""
+    return gpu_arch(0) if torch.cuda.is_available() else None
+
+
 def chosen_targets(wanted: list[str]) -> list[Target]:
-    """The targets named, less the chapters built for another GPU than the one here (where one is visible)."""
+    """The targets named, less the chapters built for another GPU than the one here; a ToolError without a GPU."""
     chosen = targets(wanted)
-    if torch.cuda.is_available():
-        chosen = runnable(chosen, gpu_arch(0))
-        if not chosen:
-            raise UsageError(f"none of the chosen kernels runs on this {gpu_arch(0)} GPU")
-    return chosen
+    gpu = this_gpu()
+    if gpu is None:
+        raise ToolError(f"No CUDA GPU found: profiling {names([t.name for t in chosen])} needs an NVIDIA GPU")
+    if not any(target.runs_on(gpu) for target in chosen):
+        built_for = ", ".join(f"{target.name} for {target.chapter.kernel.arch} only" for target in chosen)
+        raise UsageError(f"none of the chosen kernels runs on this {gpu} GPU ({built_for})")
+    return runnable(chosen, gpu)
 
 
 def run_profile(args: argparse.Namespace) -> int:
-    """Profile each target under ncu, then print the readings side by side (and save them)."""
+    """`runner.py profile`: each target under ncu, then the readings side by side (and saved)."""
     chosen = chosen_targets(args.targets)
     ncu = shutil.which("ncu")
     if ncu is None:
-        raise ToolError(NO_NCU)
+        raise ToolError(NO_NCU.format(what=names([target.name for target in chosen])))
     profiles, metrics = [], [*HEADLINE, PER_OPCODE, *STALL_METRICS]
-    with Console(stderr=True).status("") as status:
+    with Progress() as progress:
         for target in chosen:
-            status.update(f"profiling {target.name} under Nsight Compute")
-            profile, metrics = profile_target(ncu, target, args, metrics)
+            with progress.step(f"profiling {target.name} under Nsight Compute"):
+                profile, metrics = profile_target(ncu, target, args, metrics)
             profiles.append(profile)
     if PER_OPCODE in metrics and not any(profile.executed for profile in profiles):
         print(NO_OPCODE_NAMES, file=sys.stderr)
@@ -332,30 +329,5 @@ def run_profile(args: argparse.Namespace) -> int:
         print_side_by_side(table)
     if args.json:
         save_profiles(profiles, args, args.json)
+        print(f"wrote {args.json}", file=sys.stderr)
     return 0
-
-
-def build_parser() -> Parser:
-    """`runner.py profile` and its options."""
-    parser = Parser(
-        prog="runner.py profile",
-        description="Run chapters and torch's attention kernels once each under Nsight Compute (clocks left as they "
-        "are: --clock-control none) and show side by side their duration, tensor-pipe use, L2 and DRAM traffic, "
-        "bank conflicts, occupancy, the instructions they executed per opcode, and their largest warp stalls.",
-    )
-    parser.add_argument(
-        "targets", nargs="*",
-        help="chapters by number or slug, 'fa2' and 'cudnn' for torch's kernels: '8 fa2', '9,cudnn' (default: all)",
-    )  # fmt: skip
-    parser.add_argument("--seq-len", type=positive_int, default=4096, help="default 4096")
-    parser.add_argument("--batch", type=positive_int, default=16, help="default 16")
-    parser.add_argument("--heads", type=positive_int, default=16, help="default 16")
-    add_instance_options(parser)
-    parser.add_argument("--markdown", action="store_true", help="print a GitHub Markdown table instead")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="also save every reading as JSON")
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    """Run `runner.py profile` with the arguments after the command's name."""
-    return run(build_parser(), run_profile, argv)

@@ -16,7 +16,8 @@ import torch
 
 from kernels.chapters import Chapter, chapters, select
 from kernels.launch import DTYPES, HEAD_DIM, gpu_arch
-from kernels.tools.cli import Parser, ToolError, UsageError, add_instance_options, positive_int, run
+from kernels.tools.cli import ToolError, UsageError, names, run
+from kernels.tools.commands import run_once_parser
 from reference import SDPA_BACKENDS, sdpa_function
 
 # Every chapter's kernel is named flash_attention. Torch's FA2 backend launches flash_fwd_kernel (or
@@ -27,7 +28,6 @@ REFERENCES = {  # command-line name -> (SDPA_BACKENDS name, short name, kernel)
     "fa2": ("torch FA2", "FA2", "flash_fwd"),
     "cudnn": ("torch cuDNN", "cuDNN", "cudnn.*sdpa|fprop"),
 }
-NO_GPU = "No CUDA GPU found: running a kernel needs one"
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,16 @@ def run_once(target: Target, batch: int, seq_len: int, heads: int, dtype: torch.
     torch.cuda.synchronize()
 
 
+def no_gpu(chosen: list[Target]) -> str:
+    """Why nothing ran, naming what was asked for."""
+    return f"No CUDA GPU found: running {names([target.name for target in chosen])} needs an NVIDIA GPU"
+
+
 def run_targets(args: argparse.Namespace) -> int:
     """Run each target once; the first that fails stops the run."""
     chosen = targets(args.targets)
     if not torch.cuda.is_available():
-        raise ToolError(NO_GPU)
+        raise ToolError(no_gpu(chosen))
     shape = f"({args.batch}, {args.seq_len}, {args.heads}, {HEAD_DIM}) {args.dtype}{', causal' if args.causal else ''}"
     for target in runnable(chosen, gpu_arch(0)):
         try:
@@ -106,20 +111,9 @@ def run_targets(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser(prog: str) -> Parser:
-    """The command line: targets, shape and instance."""
-    parser = Parser(prog=prog, description="Run attention kernels once each at one shape.")
-    parser.add_argument("targets", nargs="*", help="chapters by number or slug, fa2, cudnn (default: all of them)")
-    parser.add_argument("--batch", type=positive_int, default=16, help="default 16")
-    parser.add_argument("--seq-len", type=positive_int, default=4096, help="default 4096")
-    parser.add_argument("--heads", type=positive_int, default=16, help="default 16")
-    add_instance_options(parser)
-    return parser
-
-
 def main(argv: list[str], prog: str = "python -m kernels.tools.run_once") -> int:
     """Run the targets named in ``argv``; a bad name, no GPU or a failing kernel is one line on stderr."""
-    return run(build_parser(prog), run_targets, argv)
+    return run(run_once_parser(prog), run_targets, argv)
 
 
 if __name__ == "__main__":
