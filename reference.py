@@ -7,6 +7,7 @@ seq_len_k, n_kv_heads, head_dim) with n_kv_heads dividing n_heads. Causal attent
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ SDPA_BACKENDS: dict[str, SDPBackend | None] = {
     "torch default": None,
 }
 REFERENCE = "torch FA2"
+# FlashAttention-4 (the flash-attn-4 package, CuTe DSL), shown beside them where it imports: requirements-fa4.txt.
+FA4 = "flash-attn-4"
 # Above this many score elements per head the exact reference drops from float64 to float32.
 FLOAT64_LIMIT = 8192 * 8192
 
@@ -73,6 +76,40 @@ def sdpa_available(backend: SDPBackend | None, q: torch.Tensor, k: torch.Tensor 
         return True
     except (RuntimeError, ValueError):
         return False
+
+
+@functools.cache
+def fa4_forward() -> Callable[..., object] | str:
+    """flash-attn-4's ``flash_attn_func``, or a sentence saying why it cannot be used here."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except Exception as error:  # absent, or present without the CuTe DSL it compiles with
+        return f"{FA4} is not installed ({type(error).__name__}: {error}); pip install -r requirements-fa4.txt"
+    return flash_attn_func
+
+
+def fa4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False) -> torch.Tensor:
+    """FlashAttention-4's forward in our layout, which is its own: grouped heads and bottom-right causal included.
+
+    Each new shape, dtype or causal flag compiles a kernel first (CuTe DSL, seconds): warm it up before timing.
+    """
+    forward = fa4_forward()
+    if isinstance(forward, str):
+        raise RuntimeError(forward)
+    out = forward(q, k, v, causal=causal)
+    return out[0] if isinstance(out, tuple) else out  # (out, lse) in the versions that return both
+
+
+def fa4_unavailable(q: torch.Tensor) -> str | None:
+    """Why FlashAttention-4 cannot run on inputs like q, or None where it can (Hopper and Blackwell, 16-bit)."""
+    forward = fa4_forward()
+    if isinstance(forward, str):
+        return forward
+    if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] not in (9, 10):
+        return f"{FA4} runs on Hopper and Blackwell GPUs (sm_90, sm_100) only"
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        return f"{FA4} takes bf16 or fp16, got {q.dtype}"
+    return None
 
 
 def kv_group_size(n_heads: int, n_kv_heads: int) -> int:

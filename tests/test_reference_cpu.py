@@ -1,11 +1,14 @@
 """The exact reference is what every error is measured against, so it is checked against a plain loop."""
 
 import math
+import sys
+import types
 
 import pytest
 import torch
 from torch.nn.attention import SDPBackend
 
+import reference
 from reference import AttentionError, attention_error, attention_flops, exact_attention, sdpa, sdpa_available
 
 
@@ -141,3 +144,31 @@ def test_tolerance_is_twice_torch_plus_a_floor():
     assert not AttentionError(0.02, 0.007).within(torch_error)
     assert not AttentionError(0.03, 0.004).within(torch_error)
     assert not AttentionError(math.inf, math.inf).within(torch_error)
+
+
+def test_fa4_absent_is_named_not_raised(monkeypatch):
+    """Without the flash-attn-4 package the reference says so in one sentence; calling it raises that sentence."""
+    monkeypatch.setitem(sys.modules, "flash_attn.cute", None)  # an import of it now fails, installed or not
+    reference.fa4_forward.cache_clear()
+    try:
+        q = torch.randn(1, 4, 2, 128, dtype=torch.bfloat16)
+        why = reference.fa4_unavailable(q)
+        assert why.startswith(f"{reference.FA4} is not installed") and "requirements-fa4.txt" in why
+        with pytest.raises(RuntimeError, match="flash-attn-4 is not installed"):
+            reference.fa4(q, q, q)
+    finally:
+        reference.fa4_forward.cache_clear()
+
+
+def test_fa4_refuses_a_cpu_tensor_when_installed(monkeypatch):
+    """With the package importable, inputs it cannot take are named rather than crashing inside it."""
+    module = types.ModuleType("flash_attn.cute")
+    module.flash_attn_func = lambda q, k, v, causal=False: (q, None)
+    monkeypatch.setitem(sys.modules, "flash_attn.cute", module)
+    reference.fa4_forward.cache_clear()
+    try:
+        q = torch.randn(1, 4, 2, 128, dtype=torch.bfloat16)
+        assert "Hopper and Blackwell" in reference.fa4_unavailable(q)
+        assert reference.fa4(q, q, q) is q  # the (out, lse) pair unwrapped
+    finally:
+        reference.fa4_forward.cache_clear()
