@@ -88,6 +88,18 @@ def fa4_forward() -> Callable[..., object] | str:
     return flash_attn_func
 
 
+def fa4_version() -> str | None:
+    """The installed flash-attn-4's version, for the record of a run; None where it does not import."""
+    if isinstance(fa4_forward(), str):
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("flash-attn-4")
+    except PackageNotFoundError:  # importable from a folder on the path rather than installed
+        return "unknown"
+
+
 def fa4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False) -> torch.Tensor:
     """FlashAttention-4's forward in our layout, which is its own: grouped heads and bottom-right causal included.
 

@@ -103,6 +103,15 @@ def test_the_targets_are_chapters_and_torchs_kernels():
     assert [t.token for t in targets([])] == [*(chapter.name for chapter in CHAPTERS), "fa2", "cudnn"]
 
 
+def test_flash_attention_4_is_a_target_by_name_only():
+    """Named, it runs FlashAttention-4's forward (where it is not installed, the call names the package); by default
+    only torch's kernels stand beside the chapters."""
+    [fa4] = targets(["fa4"])
+    assert (fa4.name, fa4.short_name, fa4.chapter) == ("flash-attn-4", "FA4", None)
+    assert re.search(fa4.kernel, "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_0")
+    assert "fa4" not in [t.token for t in targets([])]
+
+
 # --- the command, with a fake ncu -----------------------------------------------------------------------
 
 
@@ -225,7 +234,7 @@ def test_profile_names_why_a_child_profiled_nothing(tmp_path, monkeypatch, capsy
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["profile", "99"], "or fa2 or cudnn"),
+        (["profile", "99"], "or fa2, cudnn, fa4 for the reference kernels"),
         (["profile", "1", "--seq-len", "0"], "must be at least 1"),
         (["profile", "1", "--json"], "expected one argument"),
         (["profile", "1", "--json", "no/such/folder/profile.json"], "--json: the folder no/such/folder does not exist"),

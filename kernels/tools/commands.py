@@ -106,7 +106,7 @@ def ladder_parser() -> Parser:
         description="Time every chapter and torch's attention on the same Q, K, V, in interleaved rounds, "
         "and print the ladder.",
         epilog="Other commands: `runner.py ablate N`, `runner.py peak`, `runner.py inspect`, `runner.py diff A B`, "
-        "`runner.py profile N [fa2|cudnn]` (each has --help).",
+        "`runner.py profile N [fa2|cudnn|fa4]` (each has --help).",
         checks=(check_shape, check_from_json, check_outputs),
     )
     add_measuring_options(parser)
@@ -178,9 +178,10 @@ def diff_parser() -> Parser:
 
 
 def add_target_options(parser: Parser, what: str) -> None:
-    """The kernels to run once (chapters, fa2, cudnn) and the one shape and instance they run at."""
+    """The kernels to run once (chapters, fa2, cudnn, fa4) and the one shape and instance they run at."""
     parser.add_argument("targets", nargs="*", help=f"{what}: chapters by number or slug, 'fa2' and 'cudnn' for "
-                        "torch's kernels: '8 fa2', '9,cudnn' (default: every chapter, then fa2 and cudnn)")
+                        "torch's kernels, 'fa4' for FlashAttention-4's: '8 fa2', '9,cudnn', '16 fa4' "
+                        "(default: every chapter, then fa2 and cudnn)")
     add_shape_options(parser)
     parser.add_argument("--seq-len", type=positive_int, default=SHAPE_DEFAULTS["seq_len"], help="queries and keys "
                         "per sequence")

@@ -29,11 +29,15 @@ from kernels.tools.stats import rotated
 from kernels.tools.tables import print_runs
 from kernels.tools.timing import time_ms
 from reference import (
+    FA4,
     REFERENCE,
     SDPA_BACKENDS,
     attention_error,
     attention_flops,
     exact_attention,
+    fa4,
+    fa4_unavailable,
+    fa4_version,
     sdpa_available,
     sdpa_function,
 )
@@ -85,16 +89,23 @@ def environment(command: str) -> dict:
         "cuda_runtime": torch.version.cuda,
         "torch": torch.__version__,
         "cupy": cupy.__version__,
+        **({"flash_attn_4": version} if (version := fa4_version()) else {}),
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
         "command": command,
     }
 
 
-def references(q: torch.Tensor, k: torch.Tensor, causal: bool) -> list[Contender]:
-    """Torch's SDPA backends that run on these inputs (grouped heads and a longer K/V included)."""
-    return [Contender(name, "reference", sdpa_function(backend))
-            for name, backend in SDPA_BACKENDS.items() if sdpa_available(backend, q, k, causal=causal)]
+def references(q: torch.Tensor, k: torch.Tensor, causal: bool, progress: Progress) -> list[Contender]:
+    """Torch's SDPA backends that run on these inputs (grouped heads and a longer K/V included), and FlashAttention-4
+    where it is installed; one line says why it is not there otherwise."""
+    found = [Contender(name, "reference", sdpa_function(backend))
+             for name, backend in SDPA_BACKENDS.items() if sdpa_available(backend, q, k, causal=causal)]
+    if (why := fa4_unavailable(q)) is None:
+        found.append(Contender(FA4, "reference", fa4))
+    else:
+        progress.note(f"no {FA4} row: {why}")
+    return found
 
 
 def kernel_contenders(kernels: list[Chapter], device_index: int, progress: Progress) -> list[Contender]:
@@ -174,7 +185,7 @@ def measure_run(args: argparse.Namespace, seq_len: int, kernels: list[Chapter], 
     with progress.step(f"exact attention at {shape_title(shape)}"):
         exact = exact_attention(*inputs[0], causal=args.causal)  # once per shape: every contender is checked on it
     q, k, _ = inputs[0]
-    contenders = references(q, k, args.causal) + kernel_contenders(kernels, q.device.index, progress)
+    contenders = references(q, k, args.causal, progress) + kernel_contenders(kernels, q.device.index, progress)
     rows = checked_rows(contenders, inputs[0], exact, args.causal, flops, progress)
     del exact  # as large as the output in float32: free before timing
     order = timed_rounds(contenders, rows, inputs, args, progress)

@@ -18,15 +18,16 @@ from kernels.chapters import Chapter, chapters, select
 from kernels.launch import DTYPES, HEAD_DIM, gpu_arch
 from kernels.tools.cli import ToolError, UsageError, names, run
 from kernels.tools.commands import run_once_parser
-from reference import SDPA_BACKENDS, sdpa_function
+from reference import FA4, SDPA_BACKENDS, fa4, sdpa_function
 
 # Every chapter's kernel is named flash_attention. Torch's FA2 backend launches flash_fwd_kernel (or
 # flash_fwd_splitkv_kernel where too few blocks would fill the GPU), cuDNN a generated
 # cudnn_..._sdpa_..._flash_fprop_... kernel. Nsight Compute matches these regular expressions against their names.
 CHAPTER_KERNEL = "flash_attention"
-REFERENCES = {  # command-line name -> (SDPA_BACKENDS name, short name, kernel)
+REFERENCES = {  # command-line name -> (row name, short name, kernel)
     "fa2": ("torch FA2", "FA2", "flash_fwd"),
     "cudnn": ("torch cuDNN", "cuDNN", "cudnn.*sdpa|fprop"),
+    "fa4": (FA4, "FA4", "FlashAttentionForward|flash_fwd_sm"),
 }
 
 
@@ -54,25 +55,27 @@ def chapter_target(chapter: Chapter) -> Target:
 
 
 def reference_target(token: str) -> Target:
-    """Torch's FA2 ("fa2") or cuDNN ("cudnn") kernel, called through SDPA in the chapters' layout."""
+    """Torch's FA2 ("fa2") or cuDNN ("cudnn") kernel, called through SDPA in the chapters' layout, or
+    FlashAttention-4's ("fa4") where the package is installed."""
     name, short_name, kernel = REFERENCES[token]
-    return Target(token, name, short_name, sdpa_function(SDPA_BACKENDS[name]), kernel)
+    attention = fa4 if name == FA4 else sdpa_function(SDPA_BACKENDS[name])
+    return Target(token, name, short_name, attention, kernel)
 
 
 def targets(wanted: Sequence[str]) -> list[Target]:
-    """Targets in the order named: chapter numbers or slugs ("5", "pipelining"), "fa2", "cudnn", as words or comma
-    lists; none named: every chapter, then fa2 and cudnn. A UsageError names an unknown one."""
+    """Targets in the order named: chapter numbers or slugs ("5", "pipelining"), "fa2", "cudnn", "fa4", as words or
+    comma lists; none named: every chapter, then fa2 and cudnn. A UsageError names an unknown one."""
     tokens = [token.strip() for word in wanted for token in word.split(",") if token.strip()]
     all_chapters = chapters()
     found: list[Target] = []
-    for token in tokens or [*(chapter.name for chapter in all_chapters), *REFERENCES]:
+    for token in tokens or [*(chapter.name for chapter in all_chapters), "fa2", "cudnn"]:
         if token.lower() in REFERENCES:
             found.append(reference_target(token.lower()))
             continue
         try:
             found += [chapter_target(chapter) for chapter in select(all_chapters, token)]
         except ValueError as error:
-            raise UsageError(f"{error}; or {' or '.join(REFERENCES)} for torch's kernels") from error
+            raise UsageError(f"{error}; or {', '.join(REFERENCES)} for the reference kernels") from error
     return list({target.token: target for target in found}.values())  # each once, in the order first named
 
 
