@@ -198,3 +198,26 @@ def attention_flops(
     seq_len_k = seq_len_q if seq_len_k is None else seq_len_k
     pairs = seq_len_q * seq_len_k - (seq_len_q * seq_len_q / 2 if causal else 0)
     return 4.0 * batch * n_heads * head_dim * pairs
+
+
+def attention_bytes(
+    batch: int,
+    seq_len_q: int,
+    n_heads: int,
+    head_dim: int,
+    *,
+    seq_len_k: int | None = None,
+    n_kv_heads: int | None = None,
+    element_bytes: int,
+) -> float:
+    """The fewest bytes the forward pass must move through DRAM: Q read once, K and V read once, O written once.
+
+    With grouped heads K and V are read once per K/V head, not once per query head: the query heads that share a
+    K/V head need its rows only once between them. Causal masking (bottom-right) saves none of it, since the last
+    query sees every key. seq_len_k defaults to seq_len_q, n_kv_heads to n_heads; element_bytes is 2 for bf16/fp16.
+    """
+    seq_len_k = seq_len_q if seq_len_k is None else seq_len_k
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    q_and_o = 2 * batch * seq_len_q * n_heads * head_dim
+    k_and_v = 2 * batch * seq_len_k * n_kv_heads * head_dim
+    return float((q_and_o + k_and_v) * element_bytes)

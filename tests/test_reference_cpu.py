@@ -9,7 +9,15 @@ import torch
 from torch.nn.attention import SDPBackend
 
 import reference
-from reference import AttentionError, attention_error, attention_flops, exact_attention, sdpa, sdpa_available
+from reference import (
+    AttentionError,
+    attention_bytes,
+    attention_error,
+    attention_flops,
+    exact_attention,
+    sdpa,
+    sdpa_available,
+)
 
 
 def visible_keys(query: int, seq_len_q: int, seq_len_k: int, causal: bool) -> range:
@@ -172,3 +180,14 @@ def test_fa4_refuses_a_cpu_tensor_when_installed(monkeypatch):
         assert reference.fa4(q, q, q) is q  # the (out, lse) pair unwrapped
     finally:
         reference.fa4_forward.cache_clear()
+
+
+def test_bytes_are_q_k_v_read_once_and_o_written_once():
+    """The decode shape by hand: Q and O are 64 · 1 · 32 · 128 bf16 each; K and V 64 · 8192 · 8 · 128 each, read once
+    per K/V head; causal or not, every key is read. A small shape: the bytes of the tensors themselves."""
+    q_or_o, k_or_v = 64 * 1 * 32 * 128 * 2, 64 * 8192 * 8 * 128 * 2
+    assert attention_bytes(64, 1, 32, 128, seq_len_k=8192, n_kv_heads=8, element_bytes=2) == 2 * q_or_o + 2 * k_or_v
+    q, k, v = random_qkv(3, 10, 4, 2)
+    by_tensors = 2 * q.nbytes + k.nbytes + v.nbytes
+    assert attention_bytes(2, 3, 4, 128, seq_len_k=10, n_kv_heads=2, element_bytes=q.element_size()) == by_tensors
+    assert attention_bytes(2, 3, 4, 128, element_bytes=4) == 4 * 2 * 3 * 4 * 128 * 4  # K/V as long and as many as Q

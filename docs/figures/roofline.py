@@ -9,7 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from kernels import chapters
-from reference import attention_flops
+from reference import attention_bytes, attention_flops
 
 from .runs import first_run
 from .style import save
@@ -22,9 +22,9 @@ def l2_bytes(shape: dict, block_q: int) -> int:
     return blocks * (2 * block_q * tensor_row + 2 * shape["seq_len"] * tensor_row)
 
 
-def dram_bytes(shape: dict) -> int:
-    """The compulsory bytes: Q, K and V read once, O written once."""
-    return 4 * shape["batch"] * shape["seq_len"] * shape["heads"] * shape["head_dim"] * 2
+def dram_bytes(shape: dict) -> float:
+    """The compulsory bytes: Q, K and V read once, O written once (16-bit elements)."""
+    return attention_bytes(shape["batch"], shape["seq_len"], shape["heads"], shape["head_dim"], element_bytes=2)
 
 
 def figure_roofline(path: Path, peak_file: Path, run_file: Path) -> None:
