@@ -23,10 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernels.tools.ceilings import load_ceilings  # noqa: E402
+from kernels.tools.ceilings import Ceilings, load_ceilings  # noqa: E402
 from kernels.tools.runs import Run, RunFileError, load_runs, shape_title  # noqa: E402
 from kernels.tools.stats import verdict  # noqa: E402
 from kernels.tools.tables import (  # noqa: E402
+    ceiling_notes,
     format_spread,
     legend,
     markdown,
@@ -48,20 +49,20 @@ class MissingResults(Exception):
     """A snippet's results are not recorded yet: the snippet stays as it is."""
 
 
-def ceilings_note(run: Run, results: Path) -> tuple[dict[str, float], str | None]:
-    """The ceilings for "% of peak" if results/peak.json was measured on the run's GPU, else why not."""
+def ceilings_note(run: Run, results: Path) -> tuple[Ceilings, str | None]:
+    """The ceilings for "% of peak" and "% of DRAM" if results/peak.json was measured on the run's GPU, else why not."""
     try:
         return load_ceilings(results / "peak.json", run.environment.get("device", "?")), None
     except ValueError as why:
-        return {}, str(why)
+        return Ceilings(), str(why)
 
 
 def ladder_block(run: Run, results: Path) -> str:
     """A run as `runner.py --markdown` prints it: the shape line, the table, how to read it."""
     ceilings, note = ceilings_note(run, results)
     block = (f"**{shape_title(run.shape)}** on {run.environment.get('device', '?')}\n\n"
-             f"{markdown_table(run, ceilings)}\n\n{legend(run)}")
-    return block if note is None else f"{block}\n\n% of peak: empty, {note}"
+             f"{markdown_table(run, ceilings)}\n\n{legend(run, ceilings)}")
+    return "\n\n".join([block, *ceiling_notes([run], ceilings, note)])
 
 
 def driver_version(code: int | str | None) -> str:

@@ -7,7 +7,8 @@
 #   scripts/device_check.sh ladder profile                      # some of them, in this order
 #   LADDER_OPTIONS="--warmup 20" scripts/device_check.sh ladder # more options for every ladder run
 #
-# Files: tests.txt, ladder.txt, headline.json, causal.json, sweep.json, profile.txt, profile.json, sanitizer.txt.
+# Files: tests.txt, ladder.txt, headline.json, causal.json, sweep.json, decode.json, profile.txt, profile.json,
+# sanitizer.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -48,6 +49,8 @@ stage_ladder() {
     # shellcheck disable=SC2086
     step "ladder, sweep" ladder.txt "$PYTHON" runner.py --seq-len "$SWEEP" --warmup 3 --repeats 10 \
         --json "$OUT/sweep.json" $LADDER_OPTIONS
+    # shellcheck disable=SC2086
+    step "ladder, decode" ladder.txt "$PYTHON" runner.py decode --json "$OUT/decode.json" $LADDER_OPTIONS
 }
 
 stage_profile() {

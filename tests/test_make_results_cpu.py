@@ -100,3 +100,4 @@ def test_a_single_round_file_shows_no_spread(results):
     saved(results / "headline.json", False, {"torch FA2": [1.0], "k02_cp_async": [4.0], "k03_ldmatrix": [3.8]})
     body = between(make_results.fill_snippets(PAGE, results, "page.md"), "step-03")
     assert "| 1.05×" in body and "one round, so no spread" in body
+

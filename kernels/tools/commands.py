@@ -2,6 +2,7 @@
 
     python runner.py [options]            the ladder                   kernels.tools.ladder
     python runner.py ablate N             one ablation set             kernels.tools.ladder
+    python runner.py decode               the ladder at decode shapes  kernels.tools.ladder
     python runner.py inspect [N ...]      registers, smem, SASS        kernels.tools.inspection
     python runner.py diff A B             the idea between chapters    kernels.tools.chapter_diff
     python runner.py profile [N|fa2 ...]  Nsight Compute, side by side kernels.tools.profiling
@@ -28,6 +29,17 @@ PEAK = ROOT / "results" / "peak.json"
 MEASURING_OPTIONS = ("--batch", "--seq-len", "--heads", "--kv-heads", "--kv-len", "--head-dim", "--dtype", "--causal",
                      "--warmup", "--repeats", "--rounds", "--seed")
 SHAPE_DEFAULTS = {"batch": 16, "seq_len": 4096, "heads": 16}  # the headline shape
+# `runner.py decode`: one new query row per sequence against a KV cache, as a run records its shape. Not causal: the
+# bottom-right causal mask lets the last query see every key, so with one query it would hide nothing.
+DECODE_SHAPES = tuple(
+    {"batch": batch, "seq_len": 1, "heads": heads, "kv_heads": kv_heads, "kv_len": kv_len, "head_dim": 128,
+     "dtype": "bf16", "causal": False}
+    for batch, kv_len, heads, kv_heads in (  # sequences, keys per sequence, query heads, K/V heads
+        (64, 8192, 32, 8),
+        (8, 32768, 32, 8),
+        (128, 2048, 16, 16),
+    )
+)
 
 
 # --- checks after parsing: each one line through parser.error ------------------------------------------------
@@ -87,6 +99,11 @@ def add_measuring_options(parser: Parser) -> None:
                         help="queries per sequence: one length, or several separated by commas (a sweep)")
     parser.add_argument("--dtype", choices=DTYPE_NAMES, default="bf16", help="element type of q, k, v and out")
     parser.add_argument("--causal", action="store_true", help="mask keys after each query (default: not causal)")
+    add_timing_options(parser)
+
+
+def add_timing_options(parser: Parser) -> None:
+    """The options the ladder, ``ablate`` and ``decode`` share: the rounds of timing, and the outputs."""
     parser.add_argument("--rounds", type=positive_int, default=5,
                         help="rounds, each timing every contender once, in an order that rotates")
     parser.add_argument("--warmup", type=positive_int, default=10, help="untimed runs before each timing")
@@ -96,7 +113,13 @@ def add_measuring_options(parser: Parser) -> None:
     parser.add_argument("--markdown", action="store_true", help="print GitHub Markdown tables instead of rich ones")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also save every timed sample as JSON")
     parser.add_argument("--peak", type=Path, default=PEAK, metavar="FILE",
-                        help="the ceilings for %% of peak, from `runner.py peak` (default results/peak.json)")
+                        help="the ceilings for %% of peak and %% of DRAM, from `runner.py peak` "
+                        "(default results/peak.json)")
+
+
+def add_kernels_option(parser: Parser) -> None:
+    """--kernels: which chapters run."""
+    parser.add_argument("--kernels", help="chapters to run, by number or slug: '1,3' or 'naive,swizzle' (default: all)")
 
 
 def ladder_parser() -> Parser:
@@ -105,15 +128,15 @@ def ladder_parser() -> Parser:
         prog="runner.py",
         description="Time every chapter and torch's attention on the same Q, K, V, in interleaved rounds, "
         "and print the ladder.",
-        epilog="Other commands: `runner.py ablate N`, `runner.py peak`, `runner.py inspect`, `runner.py diff A B`, "
-        "`runner.py profile N [fa2|cudnn|fa4]` (each has --help).",
+        epilog="Other commands: `runner.py ablate N`, `runner.py decode`, `runner.py peak`, `runner.py inspect`, "
+        "`runner.py diff A B`, `runner.py profile N [fa2|cudnn|fa4]` (each has --help).",
         checks=(check_shape, check_from_json, check_outputs),
     )
     add_measuring_options(parser)
     parser.add_argument("--head-dim", type=int, default=128, choices=[128], help="the kernels support 128 only")
     parser.add_argument("--kv-heads", type=positive_int, help="K and V heads, dividing --heads (default: --heads)")
     parser.add_argument("--kv-len", type=positive_int, help="keys per sequence (default: each --seq-len)")
-    parser.add_argument("--kernels", help="chapters to run, by number or slug: '1,3' or 'naive,swizzle' (default: all)")
+    add_kernels_option(parser)
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the ladder (needs matplotlib)")
     parser.add_argument("--from-json", type=Path, metavar="FILE",
                         help="show a saved run instead of measuring (with --json or --plot: write it there); "
@@ -139,6 +162,31 @@ def ablate_parser() -> Parser:
                         help=f"the set, by the chapter whose step it takes apart: one of {', '.join(numbers)}")
     add_measuring_options(parser)
     parser.set_defaults(head_dim=128, kv_heads=None, kv_len=None, plot=None, from_json=None, kernels=None)
+    return parser
+
+
+def set_decode_shapes(parser: Parser, args: argparse.Namespace, argv: list[str]) -> None:
+    """The preset's shapes, and what the ladder's engine reads that the preset fixes."""
+    args.shapes = [dict(shape) for shape in DECODE_SHAPES]
+    args.causal, args.plot, args.from_json = False, None, None
+
+
+def decode_parser() -> Parser:
+    """`runner.py decode`: the ladder at the decode shapes."""
+    from kernels.tools.runs import shape_title
+
+    shapes = "; ".join(f"({shape_title(shape)})" for shape in DECODE_SHAPES)
+    parser = Parser(
+        prog="runner.py decode",
+        description="Decoding: one new query row per sequence attends to a long KV cache with grouped-query heads. "
+        "Time every chapter and torch's attention at the decode shapes, in interleaved rounds, as the ladder does; "
+        "memory-bound, so shown in GB/s of the bytes a call must move and % of the DRAM ceiling. Not causal: with "
+        "one query the bottom-right causal mask hides no key.",
+        epilog=f"The shapes: {shapes}. `runner.py --from-json FILE` shows a saved run again.",
+        checks=(set_decode_shapes, check_outputs),
+    )
+    add_kernels_option(parser)
+    add_timing_options(parser)
     return parser
 
 
@@ -242,6 +290,7 @@ class Command:
 LADDER = Command(ladder_parser, later("kernels.tools.ladder", "run_ladder"))
 COMMANDS = {
     "ablate": Command(ablate_parser, later("kernels.tools.ladder", "run_ablate")),
+    "decode": Command(decode_parser, later("kernels.tools.ladder", "run_decode")),
     "inspect": Command(inspect_parser, later("kernels.tools.inspection", "run_inspect")),
     "diff": Command(diff_parser, later("kernels.tools.chapter_diff", "run_diff")),
     "profile": Command(profile_parser, later("kernels.tools.profiling", "run_profile")),

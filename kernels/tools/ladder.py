@@ -21,7 +21,7 @@ import torch
 
 from kernels.chapters import Chapter, chapters, select
 from kernels.launch import DTYPES, gpu_arch
-from kernels.tools.ceilings import instruction_family, load_ceilings
+from kernels.tools.ceilings import Ceilings, instruction_family, load_ceilings
 from kernels.tools.cli import ToolError, UsageError, names
 from kernels.tools.progress import Progress
 from kernels.tools.runs import Grid, Row, Run, RunFileError, load_runs, save_runs, shape_title
@@ -157,7 +157,7 @@ def checked_rows(contenders: list[Contender], inputs: tuple[torch.Tensor, ...], 
 
 
 def timed_rounds(contenders: list[Contender], rows: dict[str, Row], inputs: list[tuple[torch.Tensor, ...]],
-                 args: argparse.Namespace, progress: Progress) -> list[list[str]]:
+                 causal: bool, args: argparse.Namespace, progress: Progress) -> list[list[str]]:
     """Time every row's contender once per round, in an order that rotates; returns each round's order."""
     attention = {contender.name: contender.attention for contender in contenders}
     order = []
@@ -166,38 +166,44 @@ def timed_rounds(contenders: list[Contender], rows: dict[str, Row], inputs: list
         with progress.step(f"round {round_index + 1} of {args.rounds}: timing {len(rows)} kernels and references"):
             for name in order[-1]:
                 with progress.detail(f"timing {name}"):
-                    call = on_input_sets(attention[name], inputs, args.causal)
+                    call = on_input_sets(attention[name], inputs, causal)
                     rows[name].samples_ms.append(time_ms(call, args.warmup, args.repeats))
     return order
 
 
-def measure_run(args: argparse.Namespace, seq_len: int, kernels: list[Chapter], progress: Progress) -> Run:
+def shapes_asked(args: argparse.Namespace) -> list[dict]:
+    """The shapes the ladder's and ablate's options name, one per --seq-len, as a run records its shape."""
+    return [{"batch": args.batch, "seq_len": seq_len, "heads": args.heads, "kv_heads": args.kv_heads or args.heads,
+             "kv_len": args.kv_len or seq_len, "head_dim": args.head_dim, "dtype": args.dtype, "causal": args.causal}
+            for seq_len in args.seq_lens]
+
+
+def measure_run(args: argparse.Namespace, shape: dict, kernels: list[Chapter], progress: Progress) -> Run:
     """Torch's references and the kernels at one shape: each output checked, then all timed in interleaved rounds."""
-    kv_len, kv_heads = args.kv_len or seq_len, args.kv_heads or args.heads
-    shape = {"batch": args.batch, "seq_len": seq_len, "heads": args.heads, "kv_heads": kv_heads, "kv_len": kv_len,
-             "head_dim": args.head_dim, "dtype": args.dtype, "causal": args.causal}
-    q_shape = (args.batch, seq_len, args.heads, args.head_dim)
-    kv_shape = (args.batch, kv_len, kv_heads, args.head_dim)
+    causal = shape["causal"]
+    q_shape = (shape["batch"], shape["seq_len"], shape["heads"], shape["head_dim"])
+    kv_shape = (shape["batch"], shape["kv_len"], shape["kv_heads"], shape["head_dim"])
     generator = torch.Generator(device="cuda").manual_seed(args.seed)
-    inputs = make_inputs(q_shape, kv_shape, DTYPES[args.dtype], generator)
-    flops = attention_flops(*q_shape, seq_len_k=kv_len, causal=args.causal)
+    inputs = make_inputs(q_shape, kv_shape, DTYPES[shape["dtype"]], generator)
+    flops = attention_flops(*q_shape, seq_len_k=shape["kv_len"], causal=causal)
 
     with progress.step(f"exact attention at {shape_title(shape)}"):
-        exact = exact_attention(*inputs[0], causal=args.causal)  # once per shape: every contender is checked on it
+        exact = exact_attention(*inputs[0], causal=causal)  # once per shape: every contender is checked on it
     q, k, _ = inputs[0]
-    contenders = references(q, k, args.causal, progress) + kernel_contenders(kernels, q.device.index, progress)
-    rows = checked_rows(contenders, inputs[0], exact, args.causal, flops, progress)
+    contenders = references(q, k, causal, progress) + kernel_contenders(kernels, q.device.index, progress)
+    rows = checked_rows(contenders, inputs[0], exact, causal, flops, progress)
     del exact  # as large as the output in float32: free before timing
-    order = timed_rounds(contenders, rows, inputs, args, progress)
+    order = timed_rounds(contenders, rows, inputs, causal, args, progress)
     return Run(shape, environment(args.command_line), flops, list(rows.values()), order)
 
 
-def measure_and_show(args: argparse.Namespace, kernels: list[Chapter], what: str, grid: Grid | None = None) -> int:
+def measure_and_show(args: argparse.Namespace, kernels: list[Chapter], what: str, shapes: list[dict],
+                     grid: Grid | None = None) -> int:
     """Measure the kernels next to torch's attention at every shape asked for, then show the runs."""
     if not torch.cuda.is_available():
         raise ToolError(no_gpu(what))
     with Progress() as progress:  # on stderr: stdout carries only the tables, as --from-json prints them
-        runs = [measure_run(args, seq_len, kernels, progress) for seq_len in args.seq_lens]
+        runs = [measure_run(args, shape, kernels, progress) for shape in shapes]
     for run in runs:
         run.grid = grid
     return show(runs, args)
@@ -212,7 +218,7 @@ def show(runs: list[Run], args: argparse.Namespace) -> int:
         try:
             ceilings, note = load_ceilings(args.peak, runs[0].environment.get("device", "?")), None
         except ValueError as why:
-            ceilings, note = {}, str(why)
+            ceilings, note = Ceilings(), str(why)
         print_runs(runs, markdown=args.markdown, ceilings=ceilings, note=note)
     if args.json:
         save_runs(runs, args.json)
@@ -260,7 +266,7 @@ def run_ladder(args: argparse.Namespace) -> int:
     if args.from_json:
         return show(saved_runs(args, kept), args)
     what = names([chapter.name for chapter in kept]) if args.kernels else "the ladder"
-    return measure_and_show(args, kept, what)
+    return measure_and_show(args, kept, what, shapes_asked(args))
 
 
 def grid_of(ablation: Ablation) -> Grid:
@@ -278,4 +284,11 @@ def run_ablate(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from error
     folder = (ABLATIONS_DIR / ablation.name).relative_to(ABLATIONS_DIR.parents[1])
     what = f"ablation set {ablation.number} ({folder})"
-    return measure_and_show(args, ablation.contenders, what, grid_of(ablation))
+    return measure_and_show(args, ablation.contenders, what, shapes_asked(args), grid_of(ablation))
+
+
+def run_decode(args: argparse.Namespace) -> int:
+    """`runner.py decode`: the chapters --kernels names (all by default) and the references at the decode shapes."""
+    kept = chosen_chapters(args.kernels)
+    what = names([chapter.name for chapter in kept]) if args.kernels else "the ladder"
+    return measure_and_show(args, kept, f"{what} at the {len(args.shapes)} decode shapes", args.shapes)

@@ -1,8 +1,8 @@
 """A ladder run as recorded: every timed sample of every contender at one shape, what it ran on, the order of each
 round and, for an ablation, its grid; saved as JSON by `runner.py --json` and read back by `--from-json`.
 
-Everything a table shows is computed from the samples (``kernels.tools.tables``), so a saved run shows exactly
-what the live one did.
+Everything a table shows is computed from the samples and the shape (``kernels.tools.tables``): the bytes a call
+must move, for GB/s, come from the shape too, so a saved run shows exactly what the live one did.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernels.tools.cli import DTYPE_NAMES
 from kernels.tools.stats import Spread, round_medians, spread
 
 
@@ -94,6 +95,30 @@ class Run:
     def rounds(self) -> int:
         return len(self.order)
 
+    @property
+    def bytes_moved(self) -> float:
+        """The fewest bytes one call must move through DRAM, from the shape (so a saved run of any age has it)."""
+        from kernels.launch import DTYPES  # imported here: torch, which this module does without otherwise
+        from reference import attention_bytes
+
+        shape = self.shape
+        return attention_bytes(shape["batch"], shape["seq_len"], shape["heads"], shape["head_dim"],
+                               seq_len_k=shape["kv_len"], n_kv_heads=shape["kv_heads"],
+                               element_bytes=DTYPES[shape["dtype"]].itemsize)
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity: FLOPs per byte of the fewest bytes moved."""
+        return self.flops / self.bytes_moved
+
+    def gbps_spread(self, row: Row) -> Spread:
+        """GB/s of one of its rows in each round, summarised: the bytes moved over the round's time."""
+        return spread([self.bytes_moved / ms / 1e6 for ms in row.round_ms])
+
+    def gbps(self, row: Row) -> float:
+        """The median GB/s of one of its rows over the rounds."""
+        return self.gbps_spread(row).median
+
     def to_json(self) -> dict:
         data = {"shape": self.shape, "environment": self.environment, "flops": self.flops, "order": self.order,
                 "rows": [row.to_json() for row in self.rows]}
@@ -115,6 +140,8 @@ class Run:
         missing = [key for key in SHAPE_KEYS if key not in data["shape"]]
         if missing:
             raise ValueError(f"the shape has no {', '.join(missing)}")
+        if data["shape"]["dtype"] not in DTYPE_NAMES:
+            raise ValueError(f"the shape's dtype is {data['shape']['dtype']!r}, not one of {', '.join(DTYPE_NAMES)}")
         shape = {"kv_heads": data["shape"]["heads"], "kv_len": data["shape"]["seq_len"], **data["shape"]}
         grid = Grid.from_json(data["grid"]) if data.get("grid") else None
         return cls(shape, dict(data["environment"]), flops, rows, order, grid)

@@ -1,5 +1,7 @@
 """The ladder's tables, computed from a run's samples: a rich table on the terminal, GitHub Markdown, and an
-ablation's grid. "% of FA2" and "step" are medians of per-round ratios; "% of peak" is against the ceilings."""
+ablation's grid. "% of FA2" and "step" are medians of per-round ratios; "% of peak" is against the ceilings. A
+memory-bound run (one query row per sequence: decoding) shows GB/s and "% of DRAM" instead of TFLOP/s and "% of peak".
+"""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ from rich.markup import escape
 from rich.table import Table
 from tabulate import tabulate
 
-from kernels.tools.ceilings import pct_of_peak
+from kernels.tools.ceilings import MEMORY_BOUND_BELOW, Ceilings, memory_bound, pct_of_dram, pct_of_peak
 from kernels.tools.runs import Row, Run, shape_title
 from kernels.tools.side_by_side import stdout_console
 from kernels.tools.stats import Spread, ratio_spread
+from kernels.tools.timing import LAUNCH_MS
 from reference import REFERENCE
 
 # --- the statistics a table shows --------------------------------------------------------------------------
@@ -50,39 +53,84 @@ def format_step(step: Spread, rounds: int) -> str:
     return text if rounds < 2 else f"{text} [{step.low:.2f}–{step.high:.2f}]"
 
 
-def legend(run: Run) -> str:
-    """How to read the table's numbers."""
+def legend(run: Run, ceilings: Ceilings) -> str:
+    """How to read the table's numbers; for a memory-bound run, what its GB/s count and why it is shown in them."""
     if run.rounds < 2:
-        return "one round: every number is the median of its repeats, with no spread to judge noise by"
+        text = "one round: every number is the median of its repeats, with no spread to judge noise by"
+    else:
+        text = (
+            f"medians over {run.rounds} rounds [min–max]; % of FA2 and step: medians of per-round ratios; "
+            "~: the step's min–max includes 1.00, within noise"
+        )
+    fastest = min(row.ms for row in run.rows)
+    if fastest < LAUNCH_MS:
+        text += (f"\nsome calls take under {LAUNCH_MS} ms, about what launching one from Python costs the CPU: "
+                 "their times may include the launch")
+    return text if not memory_bound(run) else f"{text}\n{memory_legend(run, ceilings)}"
+
+
+def memory_legend(run: Run, ceilings: Ceilings) -> str:
+    """The rule that made the run memory-bound, and what its GB/s and % of DRAM divide."""
+    ridge, dram = "the ridge point of the GPUs measured", ""
+    if ceilings.dram_tbps is not None:
+        dram = (f"; % of DRAM: of the DRAM copy rate, {ceilings.dram_tbps:.2f} TB/s, which a call that only reads "
+                "can pass (a copy's bytes are half writes)")
+        if ceilings.tflops:
+            ridge = f"this GPU's ridge point, {min(ceilings.tflops.values()) / ceilings.dram_tbps:.0f}"
     return (
-        f"medians over {run.rounds} rounds [min–max]; % of FA2 and step: medians of per-round ratios; "
-        "~: the step's min–max includes 1.00, within noise"
+        f"memory-bound: {run.intensity:.1f} FLOP per byte moved, below {MEMORY_BOUND_BELOW} (under {ridge}), so in "
+        f"GB/s: the fewest bytes a call must move through DRAM, {run.bytes_moved / 1e9:.3f} GB (Q, K and V read "
+        f"once, K and V once per K/V head, O written once), over its time{dram}"
     )
 
 
 COLUMNS = ["", "ms", "TFLOP/s", "% of FA2", "% of peak", "step", "max err", "rel L2", "check"]
+# A memory-bound run trades the tensor cores' columns for DRAM's; "% of DRAM" is left out without a DRAM ceiling.
+MEMORY_COLUMNS = ["", "ms", "GB/s", "% of DRAM", "% of FA2", "step", "max err", "rel L2", "check"]
 
 
-def table_cells(run: Run, ceilings: dict[str, float]) -> list[list[str]]:
-    """The ladder table's cells, one list per row, in COLUMNS order."""
-    reference, run_steps, lines = reference_row(run), steps(run), []
+def columns(run: Run, ceilings: Ceilings) -> list[str]:
+    """The run's table columns: COLUMNS, or MEMORY_COLUMNS for a memory-bound run."""
+    if not memory_bound(run):
+        return COLUMNS
+    return [column for column in MEMORY_COLUMNS if column != "% of DRAM" or ceilings.dram_tbps is not None]
+
+
+def table_cells(run: Run, ceilings: Ceilings) -> list[list[str]]:
+    """The ladder table's cells, one list per row, in the order of ``columns(run, ceilings)``."""
+    reference, run_steps, lines, shown = reference_row(run), steps(run), [], columns(run, ceilings)
     for row in run.rows:
         kernel = row.kind != "reference"
         pct = pct_of_reference(row, reference).median if kernel and reference else None
         peak = pct_of_peak(row, ceilings) if kernel else None
+        dram = pct_of_dram(run, row, ceilings)
         step = run_steps.get(row.name)
-        lines.append([
-            row.name,
-            f"{row.ms:.3f}",
-            format_spread(row.tflops_spread, run.rounds),
-            "" if pct is None else f"{pct:.1f}%",
-            "" if peak is None else f"{peak:.1f}%",
-            "" if step is None else format_step(step, run.rounds),
-            f"{row.max_abs:.1e}",
-            f"{row.rel_l2:.1e}",
-            {True: "pass", False: "FAIL", None: ""}[row.ok],
-        ])
+        cells = {
+            "": row.name,
+            "ms": f"{row.ms:.3f}",
+            "TFLOP/s": format_spread(row.tflops_spread, run.rounds),
+            "GB/s": format_spread(run.gbps_spread(row), run.rounds, digits=0),
+            "% of FA2": "" if pct is None else f"{pct:.1f}%",
+            "% of peak": "" if peak is None else f"{peak:.1f}%",
+            "% of DRAM": "" if dram is None else f"{dram:.1f}%",
+            "step": "" if step is None else format_step(step, run.rounds),
+            "max err": f"{row.max_abs:.1e}",
+            "rel L2": f"{row.rel_l2:.1e}",
+            "check": {True: "pass", False: "FAIL", None: ""}[row.ok],
+        }
+        lines.append([cells[column] for column in shown])
     return lines
+
+
+def ceiling_notes(runs: list[Run], ceilings: Ceilings, note: str | None) -> list[str]:
+    """Why a ceiling's column is empty or left out, for the runs shown; ``note``: why no ceilings were read."""
+    notes = []
+    if note and any(not memory_bound(run) for run in runs):
+        notes.append(f"% of peak: empty, {note}")
+    why_no_dram = note or ceilings.no_dram
+    if why_no_dram and any(memory_bound(run) for run in runs):
+        notes.append(f"% of DRAM: left out, {why_no_dram}")
+    return notes
 
 
 def grid_cells(run: Run) -> tuple[list[str], list[list[str]]]:
@@ -99,10 +147,10 @@ def grid_cells(run: Run) -> tuple[list[str], list[list[str]]]:
     return ["TFLOP/s", *run.grid.columns], lines
 
 
-def rich_table(run: Run, ceilings: dict[str, float]) -> Table:
-    caption = escape(f"{run.environment.get('device', '')}\n{legend(run)}")
+def rich_table(run: Run, ceilings: Ceilings) -> Table:
+    caption = escape(f"{run.environment.get('device', '')}\n{legend(run, ceilings)}")
     table = Table(title=shape_title(run.shape), caption=caption)
-    for i, column in enumerate(COLUMNS):
+    for i, column in enumerate(columns(run, ceilings)):
         table.add_column(column, justify="left" if i == 0 else "right", no_wrap=True)
     for row, cells in zip(run.rows, table_cells(run, ceilings), strict=True):
         cells = [escape(cell) for cell in cells]
@@ -126,27 +174,27 @@ def markdown(headers: list[str], lines: list[list[str]]) -> str:
     return tabulate(lines, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def markdown_table(run: Run, ceilings: dict[str, float]) -> str:
-    return markdown(COLUMNS, table_cells(run, ceilings))
+def markdown_table(run: Run, ceilings: Ceilings) -> str:
+    return markdown(columns(run, ceilings), table_cells(run, ceilings))
 
 
 def markdown_grid(run: Run) -> str:
     return markdown(*grid_cells(run))
 
 
-def print_runs(runs: list[Run], *, markdown: bool = False, ceilings: dict[str, float], note: str | None) -> None:
-    """Each run's table (and grid, for an ablation), then why "% of peak" is empty if it is."""
+def print_runs(runs: list[Run], *, markdown: bool = False, ceilings: Ceilings, note: str | None) -> None:
+    """Each run's table (and grid, for an ablation), then why "% of peak" is empty or "% of DRAM" left out."""
     console = stdout_console()
     for run in runs:
         if markdown:
             print(f"**{shape_title(run.shape)}** on {run.environment.get('device', '?')}\n")
             print(markdown_table(run, ceilings) + "\n")
-            print(f"{legend(run)}\n")
+            print(f"{legend(run, ceilings)}\n")
             if run.grid is not None:
                 print(f"**{run.grid.title}**\n\n{markdown_grid(run)}\n")
         else:
             console.print(rich_table(run, ceilings))
             if run.grid is not None:
                 console.print(rich_grid(run))
-    if note:
-        print(f"% of peak: empty, {note}")
+    for line in ceiling_notes(runs, ceilings, note):
+        print(line)
