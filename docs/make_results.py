@@ -4,7 +4,8 @@ snippets in the chapter pages, from the saved runs in results/.
     python docs/make_results.py
 
 Reads results/headline.json and results/causal.json (and results/sweep.json if present: several runs at
-different seq_len), all as `runner.py --json` writes them, and results/peak.json for "% of peak". The README
+different seq_len; results/decode.json if present: `runner.py decode --json`), all as `runner.py --json` writes
+them, and results/peak.json for "% of peak" and "% of DRAM". The README
 table is exactly what `runner.py --from-json results/headline.json --markdown` prints, so the two never
 disagree. A page's snippet lies between `<!-- results:NAME:start -->` and `<!-- results:NAME:end -->`:
 `step-05` is chapter 5 and the chapter before it, headline and causal; `ablation-ch03` is the grid of
@@ -116,6 +117,26 @@ OTHER_RUNS = {
 }
 
 
+DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
+DECODE_INTRO = (
+    "`python runner.py decode`: one new query row per sequence attends to its KV cache, with grouped-query heads, as "
+    "when a model generates one token at a time. Each call reads all of K and V for a few FLOPs per byte, so it waits "
+    "on DRAM: GB/s count the fewest bytes a call must move (Q, K and V read once, K and V once per K/V head, O "
+    "written once) over its time, and \"% of DRAM\" divides them by the DRAM copy rate of `results/peak.json`. Not "
+    "causal: with one query the bottom-right causal mask hides no key."
+)
+
+
+def decode_section(results: Path) -> list[str]:
+    """The decode runs as their own section, when results/decode.json exists; nothing otherwise."""
+    path = results / DECODE_FILE
+    if not path.exists():
+        return []
+    runs = load_runs(path)
+    return ["## Decoding: one query row against a KV cache\n", DECODE_INTRO + "\n",
+            *(ladder_block(run, results) + "\n" for run in runs), environment_lines(runs[0]) + "\n"]
+
+
 def results_page(headline: list[Run], causal: list[Run], sweep: list[Run], results: Path) -> str:
     parts = [
         "# Results\n",
@@ -135,6 +156,7 @@ def results_page(headline: list[Run], causal: list[Run], sweep: list[Run], resul
         if (results / file_name).exists():
             for run in load_runs(results / file_name):
                 parts += [f"## {heading}\n", ladder_block(run, results) + "\n", environment_lines(run) + "\n"]
+    parts += decode_section(results)
     if sweep:
         parts.append("## Sequence-length sweep\n")
         for title, runs in sweep_groups(sweep).items():

@@ -101,3 +101,60 @@ def test_a_single_round_file_shows_no_spread(results):
     body = between(make_results.fill_snippets(PAGE, results, "page.md"), "step-03")
     assert "| 1.05×" in body and "one round, so no spread" in body
 
+
+# --- the decode section: results/decode.json when it exists ---------------------------------------------------
+
+DECODE_SHAPE = {"batch": 4, "seq_len": 1, "heads": 8, "kv_heads": 2, "kv_len": 1024, "head_dim": 128,
+                "dtype": "bf16", "causal": False}
+DECODE_BYTES = 2 * (4 * 1 * 8 * 128) * 2 + 2 * (4 * 1024 * 2 * 128) * 2  # Q and O, then K and V, bf16
+
+
+def decode_file(results: Path, device: str = "Test GPU") -> None:
+    """results/decode.json: two decode shapes, each timed in two rounds (FA2 at 0.01 and 0.02 ms)."""
+    from kernels.tools.runs import Row, Run, save_runs
+    from reference import attention_flops
+
+    runs = []
+    for kv_len in (1024, 2048):
+        shape = {**DECODE_SHAPE, "kv_len": kv_len}
+        flops = attention_flops(4, 1, 8, 128, seq_len_k=kv_len)
+        rows = [Row("torch FA2", "reference", [[0.01], [0.02]], 1e-4, 2e-3, flops),
+                Row("k08_kv128", "chapter", [[0.04], [0.04]], 1e-4, 2e-3, flops, ok=True, family="mma.sync")]
+        environment = {"device": device, "command": "python runner.py decode --json results/decode.json"}
+        runs.append(Run(shape, environment, flops, rows, [["torch FA2", "k08_kv128"]] * 2))
+    save_runs(runs, results / "decode.json")
+
+
+def page(results: Path) -> str:
+    load = make_results.load_runs
+    return make_results.results_page(load(results / "headline.json"), load(results / "causal.json"), [], results)
+
+
+def test_without_decode_json_the_page_has_no_decode_section(results):
+    assert "Decoding" not in page(results) and "GB/s" not in page(results)
+
+
+def test_decode_json_is_its_own_section_in_gb_per_s(results):
+    decode_file(results)
+    (results / "peak.json").write_text(json.dumps({"environment": {"device": "Test GPU"},
+                                                   "ceilings": {"mma.sync": {"tflops": 500.0}},
+                                                   "memory": {"dram copy": {"tbps": 2.0}}}))
+    text = page(results)
+    section = text.split("## Decoding: one query row against a KV cache\n")[1]
+    assert "bottom-right causal mask hides no key" in section
+    assert "**batch 4, seq_len 1, heads 8, kv_heads 2, kv_len 1024, head_dim 128, bf16** on Test GPU" in section
+    assert "kv_len 2048" in section
+    fa2 = next(line for line in section.splitlines() if line.startswith("| torch FA2"))
+    gbps = [DECODE_BYTES / (ms * 1e-3) / 1e9 for ms in (0.01, 0.02)]  # each round's bytes over its time
+    median = (gbps[0] + gbps[1]) / 2
+    assert f"| {median:.0f} [{gbps[1]:.0f}–{gbps[0]:.0f}]" in fa2 and f"| {median / 2000 * 100:.1f}%" in fa2
+    assert section.count("- command: `python runner.py decode --json results/decode.json`") == 1
+    assert text.index("## Decoding") > text.index("## Causal")
+
+
+def test_decode_section_without_a_dram_ceiling_says_why(results):
+    decode_file(results, device="Another GPU")
+    section = page(results).split("## Decoding")[1]
+    headers = [line for line in section.splitlines() if line.startswith("|  ")]
+    assert len(headers) == 2 and all("| GB/s" in line and "% of DRAM" not in line for line in headers)
+    assert f"% of DRAM: left out, no {results / 'peak.json'}" in section
