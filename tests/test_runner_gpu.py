@@ -51,3 +51,19 @@ def test_ablate_measures_every_cell_of_its_grid(tmp_path):
     measured = {row["name"] for row in run["rows"]}
     assert {name for _, _, name in run["grid"]["cells"]} <= measured
     assert f"**{run['grid']['title']}**" in result.stdout
+
+
+def test_decode_measures_its_three_shapes_in_gb_per_s(tmp_path):
+    """The preset at full size (a few GB of K and V per shape), one chapter, few repeats: each output checked."""
+    from kernels.tools.commands import DECODE_SHAPES
+
+    saved = tmp_path / "decode.json"
+    live = run_cli("decode", "--kernels", "8", "--rounds", "2", "--repeats", "2", "--warmup", "1", "--markdown",
+                   "--json", saved)
+    runs = json.loads(saved.read_text())
+    assert [run["shape"] for run in runs] == list(DECODE_SHAPES)
+    for run in runs:
+        assert all(row["ok"] for row in run["rows"] if row["kind"] == "chapter")
+        assert {"torch FA2", "k08_kv128"} <= {row["name"] for row in run["rows"]}
+    assert live.stdout.count("| GB/s") == 3 and "TFLOP/s" not in live.stdout
+    assert run_cli("--from-json", saved, "--markdown").stdout == live.stdout
