@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.tools import profiling, run_once
+from kernels.tools import inspection, profiling, run_once
 from kernels.tools.run_once import targets
 from tests.conftest import CHAPTERS
 from tests.helpers import assert_one_line_error, hide_gpu, run_command
@@ -94,6 +94,36 @@ def test_executed_instructions_fold_into_groups():
     assert rows["integer ALU"][0].text == "25,000,000"
     assert rows["other"][0].text == "699,840"  # EXIT
     assert rows["total"][0].text == "163,254,272"
+
+
+@pytest.mark.parametrize(
+    ("opcode", "row"),
+    [
+        ("UTMALDG.4D", "LDGSTS / UTMALDG"),
+        ("UTMASTG.2D", "LDG / STG / UTMASTG"),
+        ("STSM.16.M88.4", "LDS / STS / STSM"),
+        ("SYNCS.PHASECHK.TRANS64.TRYWAIT", "BAR / SYNCS"),
+        ("SYNCS.ARRIVE.TRANS64.RED.A1T0", "BAR / SYNCS"),
+        ("WARPGROUP.DEPBAR.LE", "WARPGROUP"),
+        ("USETMAXREG.DEALLOC.CTAPOOL", "other"),
+    ],
+)
+def test_hopper_instructions_fold_into_groups(opcode, row):
+    """TMA's copies, stmatrix, mbarriers and wgmma's waits land in their groups; setmaxnreg in "other", with EXIT."""
+    profile = profiling.Profile("k12", "flash_attention", "", "", {}, {opcode: 7, "EXIT": 1})
+    counted = {label: cells[0].text for label, cells in profiling.executed_rows([profile]) if cells[0].text != "0"}
+    assert counted == ({row: "7", "other": "1"} if row != "other" else {"other": "8"}) | {"total": "8"}
+
+
+def test_each_executed_group_is_a_sum_of_inspects_rows():
+    """profile and inspect name instructions alike: a group adds up whole rows of inspect, and what inspect counts
+    that profile leaves to "other" is local memory (there should be none) and setmaxnreg (once per warp)."""
+    rows = {name: row for row, names in inspection.SASS_ROWS.items() for name in names}
+    grouped = {name for names in profiling.EXECUTED_ROWS.values() for name in names}
+    assert grouped <= set(rows)
+    for names in profiling.EXECUTED_ROWS.values():
+        assert all(set(inspection.SASS_ROWS[rows[name]]) <= set(names) for name in names), names
+    assert set(rows) - grouped == {"LDL", "STL", "USETMAXREG"}
 
 
 def test_the_targets_are_chapters_and_torchs_kernels():

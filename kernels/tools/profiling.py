@@ -48,15 +48,17 @@ HEADLINE = {
 }
 # Warp instructions executed, one instance per opcode with its modifiers (HMMA.16816.F32.BF16, MUFU.EX2, ...).
 PER_OPCODE = "sass__inst_executed_per_opcode_with_modifier_all"
-# The executed instructions in groups: tensor cores (mma.sync, wgmma), ldmatrix, copies into shared memory
-# (cp.async, TMA), shared and global loads and stores, the softmax's exp2, float and integer arithmetic,
-# shuffles, and synchronisation (barriers, and the mbarriers TMA and wgmma pipelines wait on).
+# The executed instructions in groups, each a sum of rows of `runner.py inspect`: tensor cores (mma.sync, wgmma),
+# ldmatrix, copies into shared memory (cp.async, TMA), shared loads and stores (stmatrix too), global loads and
+# stores (TMA's stores too), the softmax's exp2, float and integer arithmetic, shuffles, synchronisation (barriers,
+# and the mbarriers TMA and wgmma pipelines wait on), and wgmma's fences and waits. Local memory (there should be
+# none) and setmaxnreg (once per warp) are left to "other".
 EXECUTED_ROWS = {
     "HMMA / HGMMA": ("HMMA", "HGMMA"),
     "LDSM": ("LDSM", "LDSM.MT88"),
     "LDGSTS / UTMALDG": ("LDGSTS", "UTMALDG"),
-    "LDS / STS": ("LDS", "STS"),
-    "LDG / STG": ("LDG", "STG"),
+    "LDS / STS / STSM": ("LDS", "STS", "STSM"),
+    "LDG / STG / UTMASTG": ("LDG", "STG", "UTMASTG"),
     "MUFU.EX2": ("MUFU.EX2",),
     "FFMA": ("FFMA",),
     "FMUL": ("FMUL",),
@@ -64,6 +66,7 @@ EXECUTED_ROWS = {
     "integer ALU": INTEGER_ALU,
     "SHFL": ("SHFL",),
     "BAR / SYNCS": ("BAR", "SYNCS"),
+    "WARPGROUP": ("WARPGROUP",),
 }
 # Nsight Compute's "Warp State" breakdown: cycles a warp spends in each stall, per issued instruction.
 STALL_REASONS = (
