@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kernels import BuildError
-from kernels.build import compile_nvrtc, name_expression
+from kernels.build import compile_nvrtc, name_expression, nvrtc_version
 from kernels.tools import inspection, sass
 from kernels.tools.chapter_diff import unified_diff
 from kernels.tools.opcodes import group_counts, mnemonic
@@ -219,6 +219,20 @@ def test_inspect_says_what_it_compiles_on_stderr_in_a_pipe(tmp_path, capsys, mon
     assert ran.err == "compiling k01_naive for sm_90 ...\n"
     again = run_command(capsys, "inspect", "1", "--markdown")
     assert again.code == 0 and again.err == "" and again.out == ran.out
+
+
+def test_inspect_names_the_nvrtc_that_compiled_the_chapters(tmp_path, capsys, monkeypatch):
+    """Another NVRTC emits other SASS and registers: the title says which one built what the table counts, in a
+    pipe and in Markdown (what a page quotes)."""
+    ran = run_command(capsys, "inspect", "1", "2", "--markdown")
+    assert ran.code == 0, ran.err
+    title = ran.out.splitlines()[0]
+    assert title == f"**flash_attention<__nv_bfloat16, false> for sm_90, NVRTC {nvrtc_version()}**"
+    piped = run_command(capsys, "inspect", "1")
+    assert f"NVRTC {nvrtc_version()}" in " ".join(piped.out.split()[:12])
+    monkeypatch.setattr(inspection, "CACHE_DIR", tmp_path)  # another version compiles anew: keep it out of the cache
+    monkeypatch.setattr(inspection, "nvrtc_version", lambda: "13.99")
+    assert run_command(capsys, "inspect", "1", "--markdown").out.splitlines()[0].endswith("NVRTC 13.99**")
 
 
 def test_inspect_for_sm_80_leaves_out_the_hopper_only_chapter(capsys):

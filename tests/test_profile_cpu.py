@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.build import nvrtc_version
 from kernels.tools import inspection, profiling, run_once
 from kernels.tools.run_once import targets
 from tests.conftest import CHAPTERS
@@ -194,13 +195,24 @@ def test_profile_saves_json_and_prints_markdown(tmp_path, monkeypatch, capsys, h
     ran = run_command(capsys, "profile", "1", "--markdown", "--json", saved)
     assert ran.code == 0, ran.err
     assert re.search(r"^\| HMMA / HGMMA +\| +100,000,000 \|$", ran.out, flags=re.MULTILINE), ran.out
+    assert f"chapters compiled by NVRTC {nvrtc_version()})**" in ran.out.splitlines()[0]
     assert ran.err.splitlines()[-1] == f"wrote {saved}"
     record = json.loads(saved.read_text())
+    assert record["nvrtc"] == nvrtc_version()
     assert record["shape"] == {"batch": 16, "seq_len": 4096, "heads": 16, "dtype": "bf16", "causal": False}
     assert record["command"] == f"python runner.py profile 1 --markdown --json {saved}"
     (only,) = record["profiles"]
     assert only["target"] == "k01_naive" and only["executed"]["MUFU.EX2"] == 4_000_000
     assert only["readings"]["gpu__time_duration.sum"] == {"value": 2621150.0, "unit": "nsecond"}
+
+
+def test_a_profile_of_torchs_kernels_alone_names_no_nvrtc(tmp_path, monkeypatch, capsys, hopper):
+    fake_ncu(tmp_path, monkeypatch, raw_page())
+    saved = tmp_path / "profiling.json"
+    ran = run_command(capsys, "profile", "fa2", "--markdown", "--json", saved)
+    assert ran.code == 0, ran.err
+    assert "NVRTC" not in ran.out and "clocks not locked)**" in ran.out.splitlines()[0]
+    assert json.loads(saved.read_text())["nvrtc"] is None
 
 
 def test_profile_drops_metrics_this_ncu_lacks(tmp_path, monkeypatch, capsys, hopper):

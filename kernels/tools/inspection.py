@@ -175,6 +175,11 @@ def inspect_table(inspections: list[Inspection], title: str) -> SideBySide:
     )
 
 
+def inspect_title(instance: str, arch: str) -> str:
+    """The instance, the GPU and the compiler: another NVRTC emits other SASS and other register counts."""
+    return f"{instance} for {arch}, NVRTC {nvrtc_version()}"
+
+
 def run_inspect(args: argparse.Namespace) -> int:
     """`runner.py inspect`: compile the chosen chapters and print their resources and SASS side by side."""
     picked = pick(args.chapters)
@@ -188,7 +193,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         dtype = DTYPES[args.dtype]
         kept = [chapter for chapter in picked if chapter not in left_out]
         inspections = [inspect_chapter(chapter, args.arch, dtype, args.causal, progress) for chapter in kept]
-    table = inspect_table(inspections, f"{inspections[0].instance} for {args.arch}")
+    table = inspect_table(inspections, inspect_title(inspections[0].instance, args.arch))
     if args.markdown:
         print(table.markdown())
     else:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from kernels.build import nvrtc_version
 from kernels.chapters import ROOT
 from kernels.launch import gpu_arch
 from kernels.tools.cli import ToolError, UsageError, names
@@ -272,10 +273,16 @@ def profile_table(profiles: list[Profile], chosen: list[Target], title: str) -> 
     )
 
 
-def profile_title(args: argparse.Namespace) -> str:
-    """What was profiled, and that the clocks were not locked."""
+def compiled_by(chosen: list[Target]) -> str | None:
+    """The NVRTC version that builds the chosen chapters (their SASS depends on it), or None where none is chosen."""
+    return nvrtc_version() if any(target.chapter for target in chosen) else None
+
+
+def profile_title(args: argparse.Namespace, nvrtc: str | None = None) -> str:
+    """What was profiled, that the clocks were not locked, and the NVRTC that built the chapters, if any."""
     shape = f"batch {args.batch}, seq_len {args.seq_len}, heads {args.heads}, {args.dtype}"
-    return f"{shape}{', causal' if args.causal else ''} (Nsight Compute, clocks not locked)"
+    built = f"; chapters compiled by NVRTC {nvrtc}" if nvrtc else ""
+    return f"{shape}{', causal' if args.causal else ''} (Nsight Compute, clocks not locked{built})"
 
 
 def kernel_readings(profile: Profile) -> dict[str, dict]:
@@ -283,11 +290,13 @@ def kernel_readings(profile: Profile) -> dict[str, dict]:
     return {name: asdict(reading) for name, reading in profile.readings.items() if not name.startswith("profiler__")}
 
 
-def save_profiles(profiles: list[Profile], args: argparse.Namespace, path: Path) -> None:
-    """The profiles as JSON, every metric by its ncu name, with the shape and the command that measured them."""
+def save_profiles(profiles: list[Profile], args: argparse.Namespace, path: Path, nvrtc: str | None = None) -> None:
+    """The profiles as JSON, every metric by its ncu name, with the shape, the NVRTC that built the chapters (None
+    where only torch's kernels ran) and the command that measured them."""
     record = {
         "shape": {name: getattr(args, name) for name in ("batch", "seq_len", "heads", "dtype", "causal")},
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "nvrtc": nvrtc,
         "command": args.command_line,
         "profiles": [asdict(profile) | {"readings": kernel_readings(profile)} for profile in profiles],
     }
@@ -325,12 +334,13 @@ def run_profile(args: argparse.Namespace) -> int:
             profiles.append(profile)
     if PER_OPCODE in metrics and not any(profile.executed for profile in profiles):
         print(NO_OPCODE_NAMES, file=sys.stderr)
-    table = profile_table(profiles, chosen, profile_title(args))
+    nvrtc = compiled_by(chosen)
+    table = profile_table(profiles, chosen, profile_title(args, nvrtc))
     if args.markdown:
         print(table.markdown())
     else:
         print_side_by_side(table)
     if args.json:
-        save_profiles(profiles, args, args.json)
+        save_profiles(profiles, args, args.json, nvrtc)
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
