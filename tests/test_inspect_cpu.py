@@ -4,8 +4,10 @@ import re
 import textwrap
 
 import pytest
+import torch
 
 from kernels import BuildError
+from kernels.build import compile_nvrtc, name_expression, nvrtc_version
 from kernels.tools import inspection, sass
 from kernels.tools.chapter_diff import unified_diff
 from kernels.tools.opcodes import group_counts, mnemonic
@@ -54,6 +56,39 @@ def test_resources_are_read_from_the_cubin_and_the_loader(inspected):
         assert rows["HMMA"] + rows["HGMMA"] > 0 and rows["total"] > sum(rows[r] for r in inspection.SASS_ROWS) / 2
 
 
+def test_the_tma_chapters_copy_with_utmaldg_instead_of_cp_async(inspected):
+    """From chapter 11 on, TMA brings every tile into shared memory: UTMALDG there, no LDGSTS; none before."""
+    for number, rows in inspected.items():
+        assert (rows["UTMALDG"] > 0) == (number >= 11), number
+        assert rows["UTMALDG"] == 0 or rows["LDGSTS"] == 0, number
+
+
+def test_hopper_synchronisation_shows_where_the_chapters_introduce_it(inspected):
+    """wgmma's fences and waits from chapter 9, mbarriers with TMA (chapter 11), register budgets with the
+    warpgroups' specialisation (chapter 12); each chapter keeps what the one before introduced."""
+    for row, first in (("WARPGROUP", 9), ("SYNCS", 11), ("USETMAXREG", 12)):
+        assert [number for number, rows in inspected.items() if rows[row] > 0] == list(range(first, len(CHAPTERS) + 1))
+    for number, rows in inspected.items():
+        assert rows["UTMALDG"] == 0 or rows["SYNCS"] > 0, f"k{number:02d}: a TMA copy completes on an mbarrier"
+
+
+def sass_lines(sass_text: str, name: str) -> list[str]:
+    """The disassembled instructions whose opcode is ``name`` with any modifiers, e.g. SYNCS.EXCH.64 for SYNCS."""
+    return re.findall(rf"/\*[0-9a-f]{{4,}}\*/\s+(?:@!?U?P[T0-9]+\s+)?({name}(?:\.[A-Z0-9_]+)*)\b", sass_text)
+
+
+def test_the_hopper_rows_count_what_the_disassembly_of_chapter_12_holds(inspected):
+    """Read from cuobjdump's text of the instance inspect shows: each row counts every instruction of its opcode,
+    and the producer's and the consumers' setmaxnreg are both there (one gives registers back, one takes them)."""
+    chapter = next(chapter for chapter in CHAPTERS if chapter.number == 12)
+    cubin = compile_nvrtc(chapter.source, chapter.kernel.build_arch("sm_90"))
+    text = sass.disassemble(cubin)[cubin.lowered_names[name_expression(torch.bfloat16, False)]]
+    for row in ("UTMALDG", "UTMASTG", "STSM", "SYNCS", "WARPGROUP", "USETMAXREG"):
+        assert inspected[chapter.number][row] == len(sass_lines(text, row)), row
+    assert {opcode.split(".")[1] for opcode in sass_lines(text, "USETMAXREG")} == {"DEALLOC", "TRY_ALLOC"}
+    assert {opcode.split(".")[1] for opcode in sass_lines(text, "SYNCS")} >= {"EXCH", "ARRIVE", "PHASECHK"}
+
+
 @pytest.mark.parametrize(
     ("opcode", "row"),
     [
@@ -68,6 +103,17 @@ def test_resources_are_read_from_the_cubin_and_the_loader(inspected):
         ("BAR.SYNC.DEFER_BLOCKING", "BAR"),
         ("HMMA.16816.F32.BF16", "HMMA"),
         ("HGMMA.64x128x16.F32.BF16", "HGMMA"),
+        ("UTMALDG.4D", "UTMALDG"),
+        ("UTMASTG.2D", "UTMASTG"),
+        ("STSM.16.M88.4", "STSM"),
+        ("SYNCS.EXCH.64", "SYNCS"),
+        ("SYNCS.ARRIVE.TRANS64.RED.A1T0", "SYNCS"),
+        ("SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS"),
+        ("WARPGROUP.ARRIVE", "WARPGROUP"),
+        ("WARPGROUP.DEPBAR.LE", "WARPGROUP"),
+        ("USETMAXREG.DEALLOC.CTAPOOL", "USETMAXREG"),
+        ("USETMAXREG.TRY_ALLOC.CTAPOOL", "USETMAXREG"),
+        ("FADD.FTZ", "FADD"),
         ("IMAD.MOV.U32", "integer ALU"),
         ("NOP", None),
     ],
@@ -173,6 +219,20 @@ def test_inspect_says_what_it_compiles_on_stderr_in_a_pipe(tmp_path, capsys, mon
     assert ran.err == "compiling k01_naive for sm_90 ...\n"
     again = run_command(capsys, "inspect", "1", "--markdown")
     assert again.code == 0 and again.err == "" and again.out == ran.out
+
+
+def test_inspect_names_the_nvrtc_that_compiled_the_chapters(tmp_path, capsys, monkeypatch):
+    """Another NVRTC emits other SASS and registers: the title says which one built what the table counts, in a
+    pipe and in Markdown (what a page quotes)."""
+    ran = run_command(capsys, "inspect", "1", "2", "--markdown")
+    assert ran.code == 0, ran.err
+    title = ran.out.splitlines()[0]
+    assert title == f"**flash_attention<__nv_bfloat16, false> for sm_90, NVRTC {nvrtc_version()}**"
+    piped = run_command(capsys, "inspect", "1")
+    assert f"NVRTC {nvrtc_version()}" in " ".join(piped.out.split()[:12])
+    monkeypatch.setattr(inspection, "CACHE_DIR", tmp_path)  # another version compiles anew: keep it out of the cache
+    monkeypatch.setattr(inspection, "nvrtc_version", lambda: "13.99")
+    assert run_command(capsys, "inspect", "1", "--markdown").out.splitlines()[0].endswith("NVRTC 13.99**")
 
 
 def test_inspect_for_sm_80_leaves_out_the_hopper_only_chapter(capsys):

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernels.tools import profiling, run_once
+from kernels.build import nvrtc_version
+from kernels.tools import inspection, profiling, run_once
 from kernels.tools.run_once import targets
 from tests.conftest import CHAPTERS
 from tests.helpers import assert_one_line_error, hide_gpu, run_command
@@ -96,6 +97,36 @@ def test_executed_instructions_fold_into_groups():
     assert rows["total"][0].text == "163,254,272"
 
 
+@pytest.mark.parametrize(
+    ("opcode", "row"),
+    [
+        ("UTMALDG.4D", "LDGSTS / UTMALDG"),
+        ("UTMASTG.2D", "LDG / STG / UTMASTG"),
+        ("STSM.16.M88.4", "LDS / STS / STSM"),
+        ("SYNCS.PHASECHK.TRANS64.TRYWAIT", "BAR / SYNCS"),
+        ("SYNCS.ARRIVE.TRANS64.RED.A1T0", "BAR / SYNCS"),
+        ("WARPGROUP.DEPBAR.LE", "WARPGROUP"),
+        ("USETMAXREG.DEALLOC.CTAPOOL", "other"),
+    ],
+)
+def test_hopper_instructions_fold_into_groups(opcode, row):
+    """TMA's copies, stmatrix, mbarriers and wgmma's waits land in their groups; setmaxnreg in "other", with EXIT."""
+    profile = profiling.Profile("k12", "flash_attention", "", "", {}, {opcode: 7, "EXIT": 1})
+    counted = {label: cells[0].text for label, cells in profiling.executed_rows([profile]) if cells[0].text != "0"}
+    assert counted == ({row: "7", "other": "1"} if row != "other" else {"other": "8"}) | {"total": "8"}
+
+
+def test_each_executed_group_is_a_sum_of_inspects_rows():
+    """profile and inspect name instructions alike: a group adds up whole rows of inspect, and what inspect counts
+    that profile leaves to "other" is local memory (there should be none) and setmaxnreg (once per warp)."""
+    rows = {name: row for row, names in inspection.SASS_ROWS.items() for name in names}
+    grouped = {name for names in profiling.EXECUTED_ROWS.values() for name in names}
+    assert grouped <= set(rows)
+    for names in profiling.EXECUTED_ROWS.values():
+        assert all(set(inspection.SASS_ROWS[rows[name]]) <= set(names) for name in names), names
+    assert set(rows) - grouped == {"LDL", "STL", "USETMAXREG"}
+
+
 def test_the_targets_are_chapters_and_torchs_kernels():
     chosen = targets(["8", "FA2,cudnn", "kv128"])
     assert [t.name for t in chosen] == ["k08_kv128", "torch FA2", "torch cuDNN"]
@@ -164,13 +195,24 @@ def test_profile_saves_json_and_prints_markdown(tmp_path, monkeypatch, capsys, h
     ran = run_command(capsys, "profile", "1", "--markdown", "--json", saved)
     assert ran.code == 0, ran.err
     assert re.search(r"^\| HMMA / HGMMA +\| +100,000,000 \|$", ran.out, flags=re.MULTILINE), ran.out
+    assert f"chapters compiled by NVRTC {nvrtc_version()})**" in ran.out.splitlines()[0]
     assert ran.err.splitlines()[-1] == f"wrote {saved}"
     record = json.loads(saved.read_text())
+    assert record["nvrtc"] == nvrtc_version()
     assert record["shape"] == {"batch": 16, "seq_len": 4096, "heads": 16, "dtype": "bf16", "causal": False}
     assert record["command"] == f"python runner.py profile 1 --markdown --json {saved}"
     (only,) = record["profiles"]
     assert only["target"] == "k01_naive" and only["executed"]["MUFU.EX2"] == 4_000_000
     assert only["readings"]["gpu__time_duration.sum"] == {"value": 2621150.0, "unit": "nsecond"}
+
+
+def test_a_profile_of_torchs_kernels_alone_names_no_nvrtc(tmp_path, monkeypatch, capsys, hopper):
+    fake_ncu(tmp_path, monkeypatch, raw_page())
+    saved = tmp_path / "profiling.json"
+    ran = run_command(capsys, "profile", "fa2", "--markdown", "--json", saved)
+    assert ran.code == 0, ran.err
+    assert "NVRTC" not in ran.out and "clocks not locked)**" in ran.out.splitlines()[0]
+    assert json.loads(saved.read_text())["nvrtc"] is None
 
 
 def test_profile_drops_metrics_this_ncu_lacks(tmp_path, monkeypatch, capsys, hopper):

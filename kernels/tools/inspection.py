@@ -38,13 +38,16 @@ RESOURCE_ROWS = (
     "spill stores (B)",
     "spill loads (B)",
 )
-# Rows for the ideas the chapters introduce: tensor cores (mma.sync, then Hopper's wgmma), cp.async, ldmatrix
-# (plain for Q and K, transposed for V), global and shared loads and stores, local memory (there should be
-# none), barriers, the softmax's exp2, multiplies and FMAs, shuffles, and the integer arithmetic of addresses.
+# Rows for the ideas the chapters introduce: tensor cores (mma.sync, then Hopper's wgmma) and ldmatrix (plain for
+# Q and K, transposed for V); copies into shared memory (cp.async, then TMA) and global loads and stores (TMA's
+# stores with them); shared loads and stores (stmatrix with them); local memory (there should be none); the
+# synchronisation: barriers, mbarriers (SYNCS: init, arrive, wait), wgmma's fence and wait (WARPGROUP.ARRIVE,
+# WARPGROUP.DEPBAR) and the warpgroups' register budgets (USETMAXREG: setmaxnreg); the softmax's exp2, multiplies,
+# adds and FMAs, shuffles, and the integer arithmetic of addresses.
 SASS_ROWS = {
     **{name: (name,) for name in (
-        "HMMA", "HGMMA", "LDSM", "LDSM.MT88", "LDGSTS", "LDG", "STG", "LDS", "STS", "LDL", "STL", "BAR", "MUFU.EX2",
-        "FMUL", "FFMA", "SHFL",
+        "HMMA", "HGMMA", "LDSM", "LDSM.MT88", "LDGSTS", "UTMALDG", "LDG", "STG", "UTMASTG", "LDS", "STS", "STSM",
+        "LDL", "STL", "BAR", "SYNCS", "WARPGROUP", "USETMAXREG", "MUFU.EX2", "FMUL", "FADD", "FFMA", "SHFL",
     )},
     "integer ALU": INTEGER_ALU,
 }  # fmt: skip
@@ -165,10 +168,16 @@ def inspect_table(inspections: list[Inspection], title: str) -> SideBySide:
         heads=[inspection.chapter.name for inspection in inspections],
         short_heads=[f"k{inspection.chapter.number:02d}" for inspection in inspections],
         sections=sections,
-        caption=f"SASS counts are instructions in the code, not executed; integer ALU is {', '.join(INTEGER_ALU)}. "
-        "sm_90+ reserves 1 KB of static smem per block.",
+        caption=f"SASS counts are instructions in the code, not executed; integer ALU is {', '.join(INTEGER_ALU)}; "
+        "UTMALDG and UTMASTG are TMA copies, SYNCS mbarrier operations, WARPGROUP wgmma's fences and waits, "
+        "USETMAXREG setmaxnreg, STSM stmatrix. sm_90+ reserves 1 KB of static smem per block.",
         legend="green: fewer than the chapter to the left, red: more.",
     )
+
+
+def inspect_title(instance: str, arch: str) -> str:
+    """The instance, the GPU and the compiler: another NVRTC emits other SASS and other register counts."""
+    return f"{instance} for {arch}, NVRTC {nvrtc_version()}"
 
 
 def run_inspect(args: argparse.Namespace) -> int:
@@ -184,7 +193,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         dtype = DTYPES[args.dtype]
         kept = [chapter for chapter in picked if chapter not in left_out]
         inspections = [inspect_chapter(chapter, args.arch, dtype, args.causal, progress) for chapter in kept]
-    table = inspect_table(inspections, f"{inspections[0].instance} for {args.arch}")
+    table = inspect_table(inspections, inspect_title(inspections[0].instance, args.arch))
     if args.markdown:
         print(table.markdown())
     else:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from kernels.build import nvrtc_version
 from kernels.chapters import ROOT
 from kernels.launch import gpu_arch
 from kernels.tools.cli import ToolError, UsageError, names
@@ -48,15 +49,17 @@ HEADLINE = {
 }
 # Warp instructions executed, one instance per opcode with its modifiers (HMMA.16816.F32.BF16, MUFU.EX2, ...).
 PER_OPCODE = "sass__inst_executed_per_opcode_with_modifier_all"
-# The executed instructions in groups: tensor cores (mma.sync, wgmma), ldmatrix, copies into shared memory
-# (cp.async, TMA), shared and global loads and stores, the softmax's exp2, float and integer arithmetic,
-# shuffles, and synchronisation (barriers, and the mbarriers TMA and wgmma pipelines wait on).
+# The executed instructions in groups, each a sum of rows of `runner.py inspect`: tensor cores (mma.sync, wgmma),
+# ldmatrix, copies into shared memory (cp.async, TMA), shared loads and stores (stmatrix too), global loads and
+# stores (TMA's stores too), the softmax's exp2, float and integer arithmetic, shuffles, synchronisation (barriers,
+# and the mbarriers TMA and wgmma pipelines wait on), and wgmma's fences and waits. Local memory (there should be
+# none) and setmaxnreg (once per warp) are left to "other".
 EXECUTED_ROWS = {
     "HMMA / HGMMA": ("HMMA", "HGMMA"),
     "LDSM": ("LDSM", "LDSM.MT88"),
     "LDGSTS / UTMALDG": ("LDGSTS", "UTMALDG"),
-    "LDS / STS": ("LDS", "STS"),
-    "LDG / STG": ("LDG", "STG"),
+    "LDS / STS / STSM": ("LDS", "STS", "STSM"),
+    "LDG / STG / UTMASTG": ("LDG", "STG", "UTMASTG"),
     "MUFU.EX2": ("MUFU.EX2",),
     "FFMA": ("FFMA",),
     "FMUL": ("FMUL",),
@@ -64,6 +67,7 @@ EXECUTED_ROWS = {
     "integer ALU": INTEGER_ALU,
     "SHFL": ("SHFL",),
     "BAR / SYNCS": ("BAR", "SYNCS"),
+    "WARPGROUP": ("WARPGROUP",),
 }
 # Nsight Compute's "Warp State" breakdown: cycles a warp spends in each stall, per issued instruction.
 STALL_REASONS = (
@@ -269,10 +273,16 @@ def profile_table(profiles: list[Profile], chosen: list[Target], title: str) -> 
     )
 
 
-def profile_title(args: argparse.Namespace) -> str:
-    """What was profiled, and that the clocks were not locked."""
+def compiled_by(chosen: list[Target]) -> str | None:
+    """The NVRTC version that builds the chosen chapters (their SASS depends on it), or None where none is chosen."""
+    return nvrtc_version() if any(target.chapter for target in chosen) else None
+
+
+def profile_title(args: argparse.Namespace, nvrtc: str | None = None) -> str:
+    """What was profiled, that the clocks were not locked, and the NVRTC that built the chapters, if any."""
     shape = f"batch {args.batch}, seq_len {args.seq_len}, heads {args.heads}, {args.dtype}"
-    return f"{shape}{', causal' if args.causal else ''} (Nsight Compute, clocks not locked)"
+    built = f"; chapters compiled by NVRTC {nvrtc}" if nvrtc else ""
+    return f"{shape}{', causal' if args.causal else ''} (Nsight Compute, clocks not locked{built})"
 
 
 def kernel_readings(profile: Profile) -> dict[str, dict]:
@@ -280,11 +290,13 @@ def kernel_readings(profile: Profile) -> dict[str, dict]:
     return {name: asdict(reading) for name, reading in profile.readings.items() if not name.startswith("profiler__")}
 
 
-def save_profiles(profiles: list[Profile], args: argparse.Namespace, path: Path) -> None:
-    """The profiles as JSON, every metric by its ncu name, with the shape and the command that measured them."""
+def save_profiles(profiles: list[Profile], args: argparse.Namespace, path: Path, nvrtc: str | None = None) -> None:
+    """The profiles as JSON, every metric by its ncu name, with the shape, the NVRTC that built the chapters (None
+    where only torch's kernels ran) and the command that measured them."""
     record = {
         "shape": {name: getattr(args, name) for name in ("batch", "seq_len", "heads", "dtype", "causal")},
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "nvrtc": nvrtc,
         "command": args.command_line,
         "profiles": [asdict(profile) | {"readings": kernel_readings(profile)} for profile in profiles],
     }
@@ -322,12 +334,13 @@ def run_profile(args: argparse.Namespace) -> int:
             profiles.append(profile)
     if PER_OPCODE in metrics and not any(profile.executed for profile in profiles):
         print(NO_OPCODE_NAMES, file=sys.stderr)
-    table = profile_table(profiles, chosen, profile_title(args))
+    nvrtc = compiled_by(chosen)
+    table = profile_table(profiles, chosen, profile_title(args, nvrtc))
     if args.markdown:
         print(table.markdown())
     else:
         print_side_by_side(table)
     if args.json:
-        save_profiles(profiles, args, args.json)
+        save_profiles(profiles, args, args.json, nvrtc)
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
