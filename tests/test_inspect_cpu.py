@@ -2,8 +2,6 @@
 
 import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -13,16 +11,10 @@ from kernels import BuildError
 from kernels.tools import inspection, sass
 from kernels.tools.chapter_diff import unified_diff
 from kernels.tools.opcodes import group_counts, mnemonic
-from tests.conftest import CHAPTERS, changed
+from tests.helpers import CHAPTERS, changed, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def runner(*args, env=None):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "runner.py"), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
-    )
 
 
 # --- inspect: the structural claim of each chapter, in the instance `runner.py inspect` shows -----------
@@ -139,7 +131,7 @@ def hmma_cells(text: str) -> list[int]:
 
 
 def test_inspect_prints_every_chapter_in_one_table_to_a_pipe(inspected):
-    result = runner("inspect")
+    result = run_cli("inspect")
     assert result.returncode == 0, result.stderr
     for chapter in CHAPTERS:
         assert chapter.name in result.stdout
@@ -149,7 +141,7 @@ def test_inspect_prints_every_chapter_in_one_table_to_a_pipe(inspected):
 def test_inspect_fits_an_80_column_terminal_without_clipping_a_number(inspected):
     """rich takes COLUMNS as the terminal's width and FORCE_COLOR as a terminal: the table must split to fit."""
     env = {**os.environ, "COLUMNS": "80", "FORCE_COLOR": "1", "NO_COLOR": "1"}
-    result = runner("inspect", env=env)
+    result = run_cli("inspect", env=env)
     assert result.returncode == 0, result.stderr
     text = ANSI.sub("", result.stdout)
     assert max(len(line) for line in text.splitlines()) <= 80
@@ -160,16 +152,16 @@ def test_inspect_fits_an_80_column_terminal_without_clipping_a_number(inspected)
 
 
 def test_inspect_for_sm_80_leaves_out_the_hopper_only_chapter():
-    result = runner("inspect", "8,9", "--arch", "sm_80")
+    result = run_cli("inspect", "8,9", "--arch", "sm_80")
     assert result.returncode == 0, result.stderr
     assert "k08_kv128" in result.stdout and "k09_wgmma" not in result.stdout
     assert "k09_wgmma left out: it is built for sm_90a only" in result.stderr
-    result = runner("inspect", "9", "--arch", "sm_80")
+    result = run_cli("inspect", "9", "--arch", "sm_80")
     assert result.returncode == 2 and "none of the chosen chapters builds for sm_80" in result.stderr
 
 
 def test_inspect_markdown_and_instance_options():
-    result = runner("inspect", "1", "ldmatrix", "--markdown", "--causal", "--dtype", "fp16")
+    result = run_cli("inspect", "1", "ldmatrix", "--markdown", "--causal", "--dtype", "fp16")
     assert result.returncode == 0, result.stderr
     assert "flash_attention<__half, true>" in result.stdout
     assert re.search(r"^\| LDSM\.MT88 +\| +0 \| +\*\*\d+\*\* \|$", result.stdout, flags=re.MULTILINE), result.stdout
@@ -197,7 +189,7 @@ def test_a_missing_tool_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(args, message):
-    result = runner(*args)
+    result = run_cli(*args)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert result.stderr.startswith(f"runner.py {args[0]}: error:")
@@ -207,7 +199,7 @@ def test_bad_arguments_are_one_line_and_exit_2(args, message):
 
 
 def test_diff_3_4_shows_the_swizzle():
-    result = runner("diff", "3", "4")
+    result = run_cli("diff", "3", "4")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any(line.startswith("+") and "^ (row % 8)" in line for line in lines)
@@ -216,12 +208,12 @@ def test_diff_3_4_shows_the_swizzle():
 
 
 def test_diff_takes_slugs_and_plain_output():
-    by_slug = runner("diff", "ldmatrix", "k04_swizzle", "--no-color")
-    assert by_slug.returncode == 0 and by_slug.stdout == runner("diff", "3", "4").stdout
+    by_slug = run_cli("diff", "ldmatrix", "k04_swizzle", "--no-color")
+    assert by_slug.returncode == 0 and by_slug.stdout == run_cli("diff", "3", "4").stdout
 
 
 def test_diff_w_shows_code_moved_into_a_loop_as_the_loop_alone():
-    plain, ignoring = runner("diff", "14", "15"), runner("diff", "14", "15", "-w")
+    plain, ignoring = run_cli("diff", "14", "15"), run_cli("diff", "14", "15", "-w")
     assert plain.returncode == ignoring.returncode == 0, plain.stderr + ignoring.stderr
     plain, ignoring = changed(plain.stdout.splitlines()), changed(ignoring.stdout.splitlines())
     # Kernel 15 runs kernel 14's consumers once per query tile: their lines move one level in, nothing more.

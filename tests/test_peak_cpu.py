@@ -3,8 +3,6 @@
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from kernels.tools.peak import (
     save_peak,
 )
 from kernels.tools.sass import disassemble, opcodes, resource_usage
+from tests.helpers import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILDS = [(source, arch) for source in SOURCES for arch in source.build_archs()]
@@ -133,26 +132,21 @@ def test_headline_flops_are_the_ladders():
 # ---------------------------------------------------------------------------------------------------
 
 
-def runner(*args, env=None):
-    command = [sys.executable, str(ROOT / "runner.py"), "peak", *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-
-
 def test_without_a_gpu_one_line_and_exit_1():
-    result = runner("--rounds", "3", env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    result = run_cli("peak", "--rounds", "3", env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 1
     assert result.stderr.strip() == peak.NO_GPU and result.stdout == ""
 
 
 def test_help_lists_the_options():
-    result = runner("--help")
+    result = run_cli("peak", "--help")
     assert result.returncode == 0
     for option in ("--rounds", "--json", "--markdown"):
         assert option in result.stdout
 
 
 def test_bad_rounds_are_reported():
-    result = runner("--rounds", "0")
+    result = run_cli("peak", "--rounds", "0")
     assert result.returncode == 2 and "--rounds must be at least 1" in result.stderr
     assert "Traceback" not in result.stderr
 

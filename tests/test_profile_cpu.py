@@ -14,15 +14,9 @@ import pytest
 
 from kernels.tools import profiling
 from kernels.tools.run_once import targets
-from tests.conftest import CHAPTERS
+from tests.helpers import CHAPTERS, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def runner(*args, env=None):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "runner.py"), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
-    )
 
 
 def one_line_error(result, code: int, *messages: str) -> None:
@@ -149,7 +143,7 @@ def fake_ncu(folder: Path, output: list[str], *, unknown: str | None = None, run
 
 
 def test_profile_shows_targets_side_by_side(tmp_path):
-    result = runner("profile", "1", "fa2", "--seq-len", "128", env=fake_ncu(tmp_path, raw_page()))
+    result = run_cli("profile", "1", "fa2", "--seq-len", "128", env=fake_ncu(tmp_path, raw_page()))
     assert result.returncode == 0, result.stderr
     for text in ("k01_naive", "torch FA2", "2.621 ms", "109,975,893", "41.4%", "3.22 GB", "100,000,000", "699,840",
                  "short scoreboard", "clocks not locked"):  # fmt: skip
@@ -161,7 +155,7 @@ def test_profile_shows_targets_side_by_side(tmp_path):
 
 def test_profile_saves_json_and_prints_markdown(tmp_path):
     saved = tmp_path / "profiling.json"
-    result = runner("profile", "1", "--markdown", "--json", str(saved), env=fake_ncu(tmp_path, raw_page()))
+    result = run_cli("profile", "1", "--markdown", "--json", str(saved), env=fake_ncu(tmp_path, raw_page()))
     assert result.returncode == 0, result.stderr
     assert re.search(r"^\| HMMA / HGMMA +\| +100,000,000 \|$", result.stdout, flags=re.MULTILINE), result.stdout
     record = json.loads(saved.read_text())
@@ -173,7 +167,7 @@ def test_profile_saves_json_and_prints_markdown(tmp_path):
 
 def test_profile_drops_metrics_this_ncu_lacks(tmp_path):
     unknown = profiling.STALL_METRIC.format("misc")
-    result = runner("profile", "1", "2", env=fake_ncu(tmp_path, raw_page(), unknown=unknown))
+    result = run_cli("profile", "1", "2", env=fake_ncu(tmp_path, raw_page(), unknown=unknown))
     assert result.returncode == 0, result.stderr
     assert "2.621 ms" in result.stdout
     assert len((tmp_path / "ncu.log").read_text().splitlines()) == 3  # once more for the first chapter only
@@ -181,7 +175,7 @@ def test_profile_drops_metrics_this_ncu_lacks(tmp_path):
 
 def test_profile_says_when_ncu_prints_no_opcode_names(tmp_path):
     columns = COLUMNS | {profiling.PER_OPCODE: ("", "163,254,272 (100,000,000; 63,254,272)")}
-    result = runner("profile", "1", env=fake_ncu(tmp_path, raw_page(columns)))
+    result = run_cli("profile", "1", env=fake_ncu(tmp_path, raw_page(columns)))
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == profiling.NO_OPCODE_NAMES
     assert "2.621 ms" in result.stdout
@@ -189,20 +183,20 @@ def test_profile_says_when_ncu_prints_no_opcode_names(tmp_path):
 
 def test_profile_without_ncu_is_one_line(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path)}
-    one_line_error(runner("profile", env=env), 1, "ncu")
-    one_line_error(runner("profile", "1", "cudnn", env=env), 1, "ncu")
+    one_line_error(run_cli("profile", env=env), 1, "ncu")
+    one_line_error(run_cli("profile", "1", "cudnn", env=env), 1, "ncu")
 
 
 def test_profile_without_counter_permission_is_one_line(tmp_path):
     output = ["==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
               "Counters on the target device 0."]  # fmt: skip
-    one_line_error(runner("profile", "1", env=fake_ncu(tmp_path, output)), 1, "ERR_NVGPUCTRPERM")
+    one_line_error(run_cli("profile", "1", env=fake_ncu(tmp_path, output)), 1, "ERR_NVGPUCTRPERM")
 
 
 def test_profile_without_a_gpu_is_one_line(tmp_path):
     """ncu runs the child, which finds no GPU: its reason is the one line."""
     env = fake_ncu(tmp_path, ["==WARNING== No kernels were profiled."], run_child=True) | {"CUDA_VISIBLE_DEVICES": ""}
-    one_line_error(runner("profile", "1", env=env), 1, "profiled no kernel of k01_naive", "No CUDA GPU found")
+    one_line_error(run_cli("profile", "1", env=env), 1, "profiled no kernel of k01_naive", "No CUDA GPU found")
 
 
 @pytest.mark.parametrize(
@@ -214,7 +208,7 @@ def test_profile_without_a_gpu_is_one_line(tmp_path):
     ],
 )
 def test_profile_bad_arguments_are_one_line(args, message):
-    one_line_error(runner(*args), 2, message)
+    one_line_error(run_cli(*args), 2, message)
 
 
 # --- the child: run once ---------------------------------------------------

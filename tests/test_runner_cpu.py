@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 import types
 from dataclasses import dataclass
@@ -13,16 +12,10 @@ import pytest
 import runner
 from kernels.tools.report import Run, grid_cells, load_runs, markdown_grid, save_runs, steps
 from kernels.tools.stats import rotated
+from tests.helpers import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_GPU_ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-
-
-def run_cli(*args, env=None):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "runner.py"), *map(str, args)],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
-    )
 
 
 def assert_one_line_error(result, message):
