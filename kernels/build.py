@@ -28,6 +28,11 @@ from typing import TypeVar
 
 import torch
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock, and two processes may make the same file
+    fcntl = None
+
 KERNEL_NAME = "flash_attention"
 # The element types the kernels are instantiated for, as torch and as CUDA C++ name them.
 CUDA_TYPES = {torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}
@@ -80,17 +85,25 @@ def cache_key(*parts: str) -> str:
 
 def disk_cached(folder: str, key: str, make: Callable[[], dict], read: Callable[[dict], T]) -> T:
     """``read(make())``, with what ``make`` returned kept as JSON in CACHE_DIR/folder/key.json for the next call,
-    in this process or any other; a file missing, torn or written by another version of this code is made again."""
+    in this process or any other; a file missing, torn or written by another version of this code is made again.
+    One process makes it while the others that want it at the same time wait, then read it."""
     path = CACHE_DIR / folder / f"{key}.json"
     try:
         return read(json.loads(path.read_text()))
     except (OSError, ValueError, TypeError, KeyError):
         pass
-    value = make()
     path.parent.mkdir(parents=True, exist_ok=True)
-    written = path.with_name(f"{path.stem}.{os.getpid()}.tmp")  # renamed into place: a reader never sees half
-    written.write_text(json.dumps(value))
-    written.replace(path)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        try:
+            return read(json.loads(path.read_text()))  # made while this process waited
+        except (OSError, ValueError, TypeError, KeyError):
+            pass
+        value = make()
+        written = path.with_name(f"{path.stem}.{os.getpid()}.tmp")  # renamed into place: a reader never sees half
+        written.write_text(json.dumps(value))
+        written.replace(path)
     return read(value)
 
 

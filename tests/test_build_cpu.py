@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from kernels import HEAD_DIM
+from kernels import HEAD_DIM, build
 from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, ptxas_resources
 from kernels.tools.inspection import sass_counts
 from kernels.tools.sass import resource_usage
@@ -141,3 +141,100 @@ def test_chapter7_spends_fewer_integer_instructions(sass, sass_texts):
 
 def test_chapter8_does_twice_the_math_per_loop_step(sass):
     assert total(sass[8], "HMMA") == 2 * total(sass[7], "HMMA")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The compile cache: cubins kept on disk, shared by every process, keyed by all that decides them
+# ---------------------------------------------------------------------------------------------------
+
+TINY = "template <typename T> __global__ void tiny(T* out) { out[threadIdx.x] = T(1); }\n"
+TINY_INSTANCES = ("tiny<int>",)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache folder, and a tiny kernel's source in another: (cache folder, source path)."""
+    monkeypatch.setattr(build, "CACHE_DIR", tmp_path / "cache")
+    source = tmp_path / "kernel" / "tiny.cu"
+    source.parent.mkdir()
+    source.write_text(TINY)
+    return tmp_path / "cache", source
+
+
+def counting(monkeypatch, name: str) -> list:
+    """Record each call of build's ``name`` (run_nvrtc or run_nvcc), which still compiles."""
+    calls, compile_for_real = [], getattr(build, name)
+
+    def compile_and_count(*args):
+        calls.append(args)
+        return compile_for_real(*args)
+
+    monkeypatch.setattr(build, name, compile_and_count)
+    return calls
+
+
+def compile_uncached_in_memory(source, arch):
+    """compile_nvrtc past its in-memory cache, as a new process would call it."""
+    return build.compile_nvrtc.__wrapped__(source, arch, TINY_INSTANCES)
+
+
+def test_a_second_compile_reads_the_cubin_from_disk_without_nvrtc(cache, monkeypatch):
+    folder, source = cache
+    calls = counting(monkeypatch, "run_nvrtc")
+    first = compile_uncached_in_memory(source, "sm_80")
+    assert len(calls) == 1 and len(list((folder / "nvrtc").glob("*.json"))) == 1
+    assert set(first.lowered_names) == set(TINY_INSTANCES) and first.image
+    assert compile_uncached_in_memory(source, "sm_80") == first  # the same image, names and log
+    assert len(calls) == 1
+
+
+def test_a_changed_source_arch_or_option_compiles_again(cache, monkeypatch):
+    folder, source = cache
+    calls = counting(monkeypatch, "run_nvrtc")
+    first = compile_uncached_in_memory(source, "sm_80")
+    source.write_text(TINY.replace("T(1)", "T(2)"))
+    assert compile_uncached_in_memory(source, "sm_80").image != first.image
+    compile_uncached_in_memory(source, "sm_90")
+    monkeypatch.setattr(build, "NVRTC_OPTIONS", (*build.NVRTC_OPTIONS, "-DUNUSED=1"))
+    compile_uncached_in_memory(source, "sm_90")
+    assert len(calls) == 4 and len(list((folder / "nvrtc").glob("*.json"))) == 4
+
+
+def test_a_torn_cache_file_is_compiled_again(cache, monkeypatch):
+    folder, source = cache
+    first = compile_uncached_in_memory(source, "sm_80")
+    (written,) = (folder / "nvrtc").glob("*.json")
+    written.write_text(written.read_text()[:100])  # as if the writer had died halfway (it writes, then renames)
+    calls = counting(monkeypatch, "run_nvrtc")
+    assert compile_uncached_in_memory(source, "sm_80").image == first.image  # the log differs: ptxas's times
+    assert len(calls) == 1
+
+
+def test_the_key_changes_with_everything_that_decides_the_cubin(cache, monkeypatch):
+    """Source text, architecture, instances, NVRTC's version, its options and the CUDA headers."""
+    _, source = cache
+    keys = {build.nvrtc_key(source, "sm_80", TINY_INSTANCES), build.nvrtc_key(source, "sm_90", TINY_INSTANCES),
+            build.nvrtc_key(source, "sm_80", ("tiny<float>",))}
+    monkeypatch.setattr(build, "nvrtc_version", lambda: "12.0")
+    keys.add(build.nvrtc_key(source, "sm_80", TINY_INSTANCES))
+    monkeypatch.setattr(build, "headers_digest", lambda: "other headers")
+    keys.add(build.nvrtc_key(source, "sm_80", TINY_INSTANCES))
+    monkeypatch.setattr(build, "NVRTC_OPTIONS", ("-std=c++20",))
+    keys.add(build.nvrtc_key(source, "sm_80", TINY_INSTANCES))
+    source.write_text(TINY + "// a comment\n")
+    keys.add(build.nvrtc_key(source, "sm_80", TINY_INSTANCES))
+    assert len(keys) == 7
+    assert build.cache_key("ab", "c") != build.cache_key("a", "bc")
+
+
+@requires_nvcc
+def test_nvcc_builds_are_kept_on_disk_too(cache, monkeypatch):
+    """Keyed by the kernel's text, nvcc's version and its command line."""
+    _, source = cache
+    source.write_text("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
+                      "template <typename T, bool CAUSAL> __global__ void flash_attention(T* out) { out[0] = T(); }\n")
+    calls = counting(monkeypatch, "run_nvcc")
+    first = compile_nvcc(source, "sm_80")
+    assert compile_nvcc(source, "sm_80") == first and len(calls) == 1
+    monkeypatch.setattr(build, "nvcc_version", lambda: "another nvcc")
+    assert compile_nvcc(source, "sm_80").image == first.image and len(calls) == 2
