@@ -1,5 +1,7 @@
 """The fixtures over the kernels. What the test files share besides fixtures is in tests/helpers.py."""
 
+import os
+
 import pytest
 
 from kernels.tools.sass import opcodes
@@ -26,8 +28,15 @@ def chapter_or_variant(request):
 
 @pytest.fixture(scope="session")
 def sass_texts():
-    """Each chapter's SASS, by number: its bf16, non-causal instance for an sm_90 GPU."""
-    return {c.number: sass_text(c) for c in CHAPTERS}
+    """Each chapter's SASS, by number: its bf16, non-causal instance for an sm_90 GPU.
+
+    Each pytest-xdist worker starts at another chapter: workers that want them all at once compile different ones,
+    then read the rest from the disk cache, instead of waiting for one another chapter after chapter.
+    """
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    start = worker * len(CHAPTERS) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    texts = {c.number: sass_text(c) for c in [*CHAPTERS[start:], *CHAPTERS[:start]]}
+    return dict(sorted(texts.items()))
 
 
 @pytest.fixture(scope="session")
