@@ -2,29 +2,45 @@
 
 We call NVRTC ourselves (through CuPy's binding) instead of letting ``cupy.RawModule`` compile the source,
 so that the cubin `runner.py inspect` disassembles is byte for byte the one that runs. NVRTC needs no GPU.
+
+A compile takes a second or more, so what it produced is kept on disk under CACHE_DIR (``FA2_LADDER_CACHE``),
+named by a hash of everything that decides it: the source text, the architecture, the instances, the compiler's
+version, its options and the CUDA headers. Every process shares it: the tests' workers, `runner.py`, a later run.
 """
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import torch
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock, and two processes may make the same file
+    fcntl = None
 
 KERNEL_NAME = "flash_attention"
 # The element types the kernels are instantiated for, as torch and as CUDA C++ name them.
 CUDA_TYPES = {torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}
 NVRTC_OPTIONS = ("-std=c++17", "-lineinfo")
+# The CUDA headers the kernels include (.hpp: what the .h include), part of what decides a compiled kernel.
+KERNEL_HEADERS = ("cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp16.h", "cuda_fp16.hpp", "math_constants.h")
 CACHE_DIR = Path(os.environ.get("FA2_LADDER_CACHE", Path.home() / ".cache" / "fa2-ladder"))
+T = TypeVar("T")
 
 
 class BuildError(RuntimeError):
@@ -47,6 +63,48 @@ class Cubin:
         if not path.exists():
             path.write_bytes(self.image)
         return path
+
+    def to_json(self) -> dict:
+        """The cubin as JSON values: the image in base64."""
+        return asdict(self) | {"image": base64.b64encode(self.image).decode()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Cubin:
+        """The cubin that ``to_json`` wrote."""
+        return cls(**(data | {"image": base64.b64decode(data["image"])}))
+
+
+def cache_key(*parts: str) -> str:
+    """A file name for what ``parts`` determine: equal parts give the same name, any changed part another."""
+    digest = hashlib.sha256()
+    for part in parts:
+        encoded = part.encode()
+        digest.update(len(encoded).to_bytes(8, "little") + encoded)  # the length keeps ("ab", "c") from ("a", "bc")
+    return digest.hexdigest()[:32]
+
+
+def disk_cached(folder: str, key: str, make: Callable[[], dict], read: Callable[[dict], T]) -> T:
+    """``read(make())``, with what ``make`` returned kept as JSON in CACHE_DIR/folder/key.json for the next call,
+    in this process or any other; a file missing, torn or written by another version of this code is made again.
+    One process makes it while the others that want it at the same time wait, then read it."""
+    path = CACHE_DIR / folder / f"{key}.json"
+    try:
+        return read(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        try:
+            return read(json.loads(path.read_text()))  # made while this process waited
+        except (OSError, ValueError, TypeError, KeyError):
+            pass
+        value = make()
+        written = path.with_name(f"{path.stem}.{os.getpid()}.tmp")  # renamed into place: a reader never sees half
+        written.write_text(json.dumps(value))
+        written.replace(path)
+    return read(value)
 
 
 def name_expression(dtype: torch.dtype, causal: bool) -> str:
@@ -78,13 +136,37 @@ def cuda_include_dir() -> Path:
 
 
 @functools.cache
+def headers_digest() -> str:
+    """A hash of the CUDA headers the kernels include: another toolkit's may compile differently."""
+    headers = [cuda_include_dir() / name for name in KERNEL_HEADERS]
+    return cache_key(*(header.read_text() for header in headers if header.exists()))
+
+
+def nvrtc_options(arch: str) -> list[str]:
+    """NVRTC's options for ``arch``: the house ones, the headers' folder, and ptxas's report of each kernel."""
+    return [*NVRTC_OPTIONS, f"-arch={arch}", f"-I{cuda_include_dir()}", "--ptxas-options=-v"]
+
+
+def nvrtc_key(source: Path, arch: str, instances: tuple[str, ...] = ALL_INSTANCES) -> str:
+    """What identifies an NVRTC compile: the same source text, instances, NVRTC, options and headers give one cubin."""
+    return cache_key(source.read_text(), source.name, *instances, nvrtc_version(), *nvrtc_options(arch),
+                     headers_digest())
+
+
+@functools.cache
 def compile_nvrtc(source: Path, arch: str, instances: tuple[str, ...] = ALL_INSTANCES) -> Cubin:
-    """Compile ``source`` for ``arch`` (e.g. "sm_90") with NVRTC; cached per source, arch and instances."""
+    """Compile ``source`` for ``arch`` (e.g. "sm_90") with NVRTC; kept in memory and on disk (see nvrtc_key)."""
+    key = nvrtc_key(source, arch, instances)
+    return disk_cached("nvrtc", key, lambda: run_nvrtc(source, arch, instances).to_json(), Cubin.from_json)
+
+
+def run_nvrtc(source: Path, arch: str, instances: tuple[str, ...]) -> Cubin:
+    """Compile ``source`` with NVRTC itself, every named instance instantiated."""
     try:
         from cupy_backends.cuda.libs import nvrtc
     except ImportError as error:
         raise BuildError(f"NVRTC is not available through CuPy ({error}); pip install cupy-cuda13x") from error
-    options = [*NVRTC_OPTIONS, f"-arch={arch}", f"-I{cuda_include_dir()}", "--ptxas-options=-v"]
+    options = nvrtc_options(arch)
     try:
         program = nvrtc.createProgram(source.read_text(), source.name, [], [])
         for instance in instances:
@@ -124,20 +206,37 @@ def _cubin_image(program: int) -> bytes:
     return image.raw
 
 
-def compile_nvcc(source: Path, arch: str) -> Cubin:
-    """Compile ``source`` for ``arch`` with nvcc, every instance instantiated."""
+@functools.cache
+def nvcc_version() -> str:
+    """What `nvcc --version` says, which names its release and build; BuildError where there is no nvcc."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise BuildError("nvcc is not on PATH; install the CUDA toolkit")
+    return subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+
+
+def nvcc_command(arch: str) -> list[str]:
+    """nvcc's command line for ``arch``, less the input and output files."""
+    # -gencode, not -arch: for sm_90a, nvcc 13.0's -arch also runs a plain sm_90 pass, which rejects wgmma.
+    target = f"-gencode=arch=compute_{arch.removeprefix('sm_')},code={arch}"
+    return [shutil.which("nvcc") or "nvcc", "-std=c++17", target, "-cubin", "-Xptxas", "-v"]
+
+
+def compile_nvcc(source: Path, arch: str) -> Cubin:
+    """Compile ``source`` for ``arch`` with nvcc, every instance instantiated; kept on disk as NVRTC's cubins are."""
+    key = cache_key(source.read_text(), *ALL_INSTANCES, nvcc_version(), *nvcc_command(arch))
+    return disk_cached("nvcc", key, lambda: run_nvcc(source, arch).to_json(), Cubin.from_json)
+
+
+def run_nvcc(source: Path, arch: str) -> Cubin:
+    """Compile ``source`` with nvcc itself, through a file that takes every instance's address."""
     # Taking an instance's address instantiates it, whatever its parameters (pointers, or TMA tensor maps).
     addresses = ", ".join(f"reinterpret_cast<const void*>(&{instance})" for instance in ALL_INSTANCES)
     lines = [f'#include "{source.resolve()}"', f"const void* flash_attention_instances[] = {{{addresses}}};"]
     with tempfile.TemporaryDirectory() as folder:
         wrapper, cubin = Path(folder) / "instances.cu", Path(folder) / "kernel.cubin"
         wrapper.write_text("\n".join(lines) + "\n")
-        # -gencode, not -arch: for sm_90a, nvcc 13.0's -arch also runs a plain sm_90 pass, which rejects wgmma.
-        target = f"-gencode=arch=compute_{arch.removeprefix('sm_')},code={arch}"
-        command = [nvcc, "-std=c++17", target, "-cubin", "-Xptxas", "-v", "-o", str(cubin), str(wrapper)]
+        command = [*nvcc_command(arch), "-o", str(cubin), str(wrapper)]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise BuildError(f"{source.parent.name}: nvcc failed for {arch}:\n{result.stderr}")

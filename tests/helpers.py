@@ -1,8 +1,54 @@
-"""Helpers the tests share: `runner.py` run in this process, and what a failed command must look like."""
+"""What the test files share: the kernels they run over, what a test needs (a GPU, nvcc), the command line (in this
+process, or as a user runs it), a kernel's constants and SASS, and the GPU check of a kernel's output. The fixtures
+are in conftest.py."""
 
-from __future__ import annotations
-
+import functools
+import math
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels import chapters
+from kernels.build import ALL_INSTANCES, compile_nvrtc
+from kernels.tools.ablations import ablations, is_variant
+from kernels.tools.sass import disassemble, opcodes
+from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Every kernel the project builds: the ladder's chapters, then the ablation sets' variants (docs/ablations/).
+CHAPTERS = chapters()
+VARIANTS = [c for ablation in ablations() for c in ablation.contenders if is_variant(c)]
+KERNELS = [*CHAPTERS, *VARIANTS]
+
+
+def has_gpu() -> bool:
+    """Whether torch and CuPy both see a CUDA GPU."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+requires_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU (and CuPy)")
+requires_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+def run_cli(*args, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`python runner.py ARGS` as a user runs it, from the repository's root; its exit code and output."""
+    command = [sys.executable, str(ROOT / "runner.py"), *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -38,3 +84,93 @@ def hide_gpu(monkeypatch) -> None:
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def changed(diff: list[str]) -> list[str]:
+    """The lines a unified diff removes or adds, without its two file headers."""
+    return [line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+
+
+# ---------------------------------------------------------------------------------------------------
+# A kernel as written and as compiled
+# ---------------------------------------------------------------------------------------------------
+
+
+def source_constant(kernel, name: str) -> int | None:
+    """A kernel's ``constexpr int``, a number or an expression of its other constants (1 + STAGES); None if absent."""
+    definitions = dict(re.findall(r"constexpr int (\w+) = ([\w\s()+*/-]+);", kernel.source.read_text()))
+    if name not in definitions:
+        return None
+    others = {other: source_constant(kernel, other) for other in re.findall(r"[A-Z_]+", definitions[name])}
+    return eval(definitions[name].replace("/", "//"), {"__builtins__": {}}, others)  # C++ integer division
+
+
+@functools.cache
+def sass_text(kernel) -> str:
+    """SASS of the kernel's bf16, non-causal instance for an sm_90 GPU (sm_90a for the Hopper chapters)."""
+    cubin = compile_nvrtc(kernel.source, kernel.kernel.build_arch("sm_90"))
+    return disassemble(cubin)[cubin.lowered_names[ALL_INSTANCES[0]]]
+
+
+def total(counts: Counter, prefix: str) -> int:
+    """Instructions of one mnemonic, whatever their modifiers: "HMMA" counts HMMA.16816.F32.BF16."""
+    return sum(n for op, n in counts.items() if op == prefix or op.startswith(prefix + "."))
+
+
+def deepest_wait(sass: str) -> int:
+    """The largest N of cp.async.wait_group N (SASS: DEPBAR.LE SB0, N): how many copy groups stay in flight."""
+    return max(int(n, 16) for n in re.findall(r"DEPBAR\.LE SB0, (0x[0-9a-f]+)", sass))
+
+
+BRANCH = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?BRA(?:\.\w+)* (0x[0-9a-f]+)")
+ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
+
+
+def tile_loop(sass: str) -> Counter:
+    """Opcodes of the tile loop: from the target of the longest backward branch to that branch."""
+    loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass) if int(target, 16) < int(at, 16)]
+    start, end = max(loops, key=lambda loop: loop[1] - loop[0])
+    addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
+    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
+
+
+# ---------------------------------------------------------------------------------------------------
+# A kernel's output on the GPU
+# ---------------------------------------------------------------------------------------------------
+
+# (batch, seq_len_q, seq_len_k, n_heads, n_kv_heads): 16 query heads on 8, 2 or 1 K/V heads (Qwen3 has 16 on 8),
+# and query blocks at the end of longer key sequences, as against a KV cache.
+GROUPED = [
+    (2, 300, 300, 16, 8),
+    (1, 77, 1000, 16, 2),  # ragged lengths: the diagonal crosses tiles at an offset
+    (2, 1, 1000, 16, 1),  # one new token against a cache, one K/V head for all (MQA)
+    (1, 200, 515, 16, 16),  # several query tiles against a longer key sequence, no grouping
+]
+
+
+def random_qkv(batch, seq_len, heads, dtype, *, scale=1.0, seed=0, seq_len_k=None, kv_heads=None):
+    """q of (batch, seq_len, heads, 128); k and v of seq_len_k rows and kv_heads heads (default: q's)."""
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    shapes = [(batch, seq_len, heads, 128)] + 2 * [(batch, seq_len_k or seq_len, kv_heads or heads, 128)]
+    return [scale * torch.randn(shape, device="cuda", generator=generator).to(dtype) for shape in shapes]
+
+
+def torch_error(q, k, v, causal, exact):
+    """The error torch's own attention makes in the same precision, asked for the same grouped heads and
+    bottom-right mask (FA2, else torch's default backend)."""
+    backend = SDPA_BACKENDS[REFERENCE]
+    if not sdpa_available(backend, q, k, causal=causal):
+        backend = None
+    return attention_error(sdpa(q, k, v, causal=causal, backend=backend), exact)
+
+
+def check_chapter(chapter, q, k, v, causal):
+    """The kernel writes every output element, no further from the exact attention than torch's own SDPA."""
+    exact = exact_attention(q, k, v, causal=causal)
+    out = torch.full_like(q, math.nan)  # poisoned: an element the kernel skips stays NaN and fails
+    result = chapter.attention(q, k, v, causal=causal, out=out)
+    torch.cuda.synchronize()
+    assert result.data_ptr() == out.data_ptr()
+    assert not out.isnan().any(), "some outputs were not written (or are NaN)"
+    error, baseline = attention_error(out, exact), torch_error(q, k, v, causal, exact)
+    assert error.within(baseline), f"{chapter.name}: {error} vs torch {baseline}"

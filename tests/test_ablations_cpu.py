@@ -1,31 +1,23 @@
-"""The ablation sets without a GPU: their grids, and each variant as built: it compiles, its launch shape agrees
-with its constants, it differs from its parent chapter in one small idea, and its SASS shows that idea."""
+"""The ablation sets without a GPU: their grids, and each variant as built: it differs from its parent chapter in one
+small idea, its launch shape agrees with its constants, and its SASS shows that idea. That it compiles without
+spills, with NVRTC and nvcc, is tested with the chapters' (tests/test_build_cpu.py)."""
 
 import difflib
 import functools
 import itertools
-import shutil
 from collections import Counter
 
 import pytest
 
 from kernels import chapters
-from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, nvrtc_version, ptxas_resources
+from kernels.build import compile_nvrtc, nvrtc_version
 from kernels.tools.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
 from kernels.tools.sass import resource_usage
-from tests.conftest import changed
-from tests.test_build_cpu import deepest_wait, sass_text, source_constant, tile_loop, total
+from tests.helpers import changed, deepest_wait, sass_text, source_constant, tile_loop, total
 
 ABLATIONS = ablations()
 LADDER = {c.name: c for c in chapters()}
-VARIANTS = [c for ablation in ABLATIONS for c in ablation.contenders if is_variant(c)]
 CONTENDERS = {c.name: c for ablation in ABLATIONS for c in ablation.contenders}
-requires_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-
-
-@pytest.fixture(params=VARIANTS, ids=[c.name for c in VARIANTS])
-def variant(request):
-    return request.param
 
 
 def inspect_module():
@@ -90,40 +82,13 @@ def test_a_cell_naming_nothing_is_a_clear_error(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Each variant as built, as the chapters are in tests/test_build_cpu.py
+# Each variant as built
 # ---------------------------------------------------------------------------------------------------
-
-
-def test_variant_compiles_with_nvrtc_without_spills(variant):
-    """For every architecture it is built for: sm_80 and sm_90, or sm_90a alone for a Hopper variant."""
-    for arch in variant.kernel.build_archs():
-        cubin = compile_nvrtc(variant.source, arch)
-        assert set(cubin.lowered_names) == set(ALL_INSTANCES)
-        usage = resource_usage(cubin)
-        assert set(usage) == set(cubin.lowered_names.values())
-        for name, used in usage.items():
-            assert used["REG"] <= 255
-            if variant.name in AT_THE_REGISTER_LIMIT:
-                continue  # at 255 registers: whether a few bytes spill depends on the NVRTC version
-            assert used["STACK"] == used["LOCAL"] == 0, f"{variant.name}: {name} uses local memory at {arch}: {used}"
-
-
-# Kernel 6's addressing with 128-key tiles needs every register a thread can have: the room chapter 7 makes.
-AT_THE_REGISTER_LIMIT = ("k06_kv128",)
 
 
 def test_kernel8_without_chapter7s_addressing_needs_every_register():
     usage = resource_usage(compile_nvrtc(CONTENDERS["k06_kv128"].source, "sm_90"))
     assert max(used["REG"] for used in usage.values()) == 255
-
-
-@requires_nvcc
-def test_variant_compiles_with_nvcc_without_spills(variant):
-    for arch in variant.kernel.build_archs():
-        resources = ptxas_resources(compile_nvcc(variant.source, arch).log)
-        assert len(resources) == len(ALL_INSTANCES)
-        for name, used in resources.items():
-            assert used.spill_stores == used.spill_loads == used.stack_frame == 0, f"{name} spills at {arch}: {used}"
 
 
 def test_variant_launch_shape_matches_kernel_constants(variant):
@@ -168,7 +133,7 @@ def test_variant_is_its_parent_with_one_small_change(variant):
 
 
 # ---------------------------------------------------------------------------------------------------
-# What the SASS shows: bf16, not causal, for sm_90, in the tile loop (tests/test_build_cpu.py's tile_loop)
+# What the SASS shows: bf16, not causal, for sm_90, in the tile loop (tests/helpers.py's tile_loop)
 # ---------------------------------------------------------------------------------------------------
 
 

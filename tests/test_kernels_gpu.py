@@ -1,4 +1,5 @@
-"""Every chapter against the exact attention on the GPU: no worse than torch's own SDPA, nothing unwritten."""
+"""Every chapter and ablation variant against the exact attention on the GPU: no worse than torch's own SDPA,
+nothing unwritten; and each chapter's launch: layouts, streams, errors."""
 
 import math
 
@@ -7,88 +8,54 @@ import torch
 
 from kernels import DTYPES, AttentionKernel, KernelError
 from kernels.launch import gpu_arch
-from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
-from tests.conftest import requires_gpu
+from reference import attention_error, exact_attention
+from tests.helpers import GROUPED, check_chapter, random_qkv, requires_gpu
 
 pytestmark = requires_gpu
 
 
 @pytest.fixture(autouse=True)
-def chapter_runs_on_this_gpu(request):
-    """A chapter written for another GPU (wgmma: Hopper only) is skipped, naming why."""
-    if "chapter" in request.fixturenames:
-        try:
-            request.getfixturevalue("chapter").kernel.build_arch(gpu_arch(0))
-        except ValueError as error:
-            pytest.skip(str(error))
-
-
-def random_qkv(batch, seq_len, heads, dtype, *, scale=1.0, seed=0, seq_len_k=None, kv_heads=None):
-    """q of (batch, seq_len, heads, 128); k and v of seq_len_k rows and kv_heads heads (default: q's)."""
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    shapes = [(batch, seq_len, heads, 128)] + 2 * [(batch, seq_len_k or seq_len, kv_heads or heads, 128)]
-    return [scale * torch.randn(shape, device="cuda", generator=generator).to(dtype) for shape in shapes]
-
-
-def torch_error(q, k, v, causal, exact):
-    """The error torch's own attention makes in the same precision, asked for the same grouped heads and
-    bottom-right mask (FA2, else torch's default backend)."""
-    backend = SDPA_BACKENDS[REFERENCE]
-    if not sdpa_available(backend, q, k, causal=causal):
-        backend = None
-    return attention_error(sdpa(q, k, v, causal=causal, backend=backend), exact)
-
-
-def check_chapter(chapter, q, k, v, causal):
-    exact = exact_attention(q, k, v, causal=causal)
-    out = torch.full_like(q, math.nan)  # poisoned: an element the kernel skips stays NaN and fails
-    result = chapter.attention(q, k, v, causal=causal, out=out)
-    torch.cuda.synchronize()
-    assert result.data_ptr() == out.data_ptr()
-    assert not out.isnan().any(), "some outputs were not written (or are NaN)"
-    error, baseline = attention_error(out, exact), torch_error(q, k, v, causal, exact)
-    assert error.within(baseline), f"{chapter.name}: {error} vs torch {baseline}"
+def runs_on_this_gpu(request):
+    """A kernel written for another GPU (wgmma: Hopper only) is skipped, naming why."""
+    for name in ("chapter", "chapter_or_variant"):
+        if name in request.fixturenames:
+            try:
+                request.getfixturevalue(name).kernel.build_arch(gpu_arch(0))
+            except ValueError as error:
+                pytest.skip(str(error))
 
 
 @pytest.mark.parametrize("seq_len", [1, 77, 1000, 4096])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
-def test_matches_exact_attention(chapter, seq_len, causal, dtype):
+def test_matches_exact_attention(chapter_or_variant, seq_len, causal, dtype):
+    """Output poisoned with NaN first: a row or column the kernel leaves unwritten fails."""
     batch, heads = (1, 2) if seq_len == 4096 else (2, 3)
-    check_chapter(chapter, *random_qkv(batch, seq_len, heads, dtype, seed=seq_len), causal)
+    check_chapter(chapter_or_variant, *random_qkv(batch, seq_len, heads, dtype, seed=seq_len), causal)
 
 
 @pytest.mark.parametrize("seq_len", [63, 130, 515])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
-def test_large_magnitude_inputs(chapter, seq_len, causal, dtype):
+def test_large_magnitude_inputs(chapter_or_variant, seq_len, causal, dtype):
     """Scores of several hundred: the softmax is nearly one-hot and the running max moves a lot."""
-    check_chapter(chapter, *random_qkv(2, seq_len, 2, dtype, scale=6.0, seed=seq_len), causal)
-
-
-# (batch, seq_len_q, seq_len_k, n_heads, n_kv_heads): 16 query heads on 8, 2 or 1 K/V heads (Qwen3 has 16 on 8),
-# and query blocks at the end of longer key sequences, as against a KV cache.
-GROUPED = [
-    (2, 300, 300, 16, 8),
-    (1, 77, 1000, 16, 2),  # ragged lengths: the diagonal crosses tiles at an offset
-    (2, 1, 1000, 16, 1),  # one new token against a cache, one K/V head for all (MQA)
-    (1, 200, 515, 16, 16),  # several query tiles against a longer key sequence, no grouping
-]
+    check_chapter(chapter_or_variant, *random_qkv(2, seq_len, 2, dtype, scale=6.0, seed=seq_len), causal)
 
 
 @pytest.mark.parametrize("shape", GROUPED, ids=[f"q{q}-k{k}-h{h}-kv{kv}" for _, q, k, h, kv in GROUPED])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
-def test_grouped_heads_and_longer_kv(chapter, shape, causal, dtype):
+def test_grouped_heads_and_longer_kv(chapter_or_variant, shape, causal, dtype):
+    """Query heads sharing K/V heads, query blocks at the end of more keys (see GROUPED)."""
     batch, seq_len_q, seq_len_k, heads, kv_heads = shape
     qkv = random_qkv(batch, seq_len_q, heads, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=kv_heads)
-    check_chapter(chapter, *qkv, causal)
+    check_chapter(chapter_or_variant, *qkv, causal)
 
 
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
-def test_more_queries_than_keys_without_a_mask(chapter, dtype):
+def test_more_queries_than_keys_without_a_mask(chapter_or_variant, dtype):
     """Without the causal mask the lengths are free: 515 queries on 63 keys, the keys all in one ragged tile."""
-    check_chapter(chapter, *random_qkv(1, 515, 16, dtype, seq_len_k=63, kv_heads=8), False)
+    check_chapter(chapter_or_variant, *random_qkv(1, 515, 16, dtype, seq_len_k=63, kv_heads=8), False)
 
 
 def test_returns_new_tensor_in_input_layout(chapter):

@@ -6,7 +6,7 @@ import torch
 from kernels.launch import gpu_arch
 from kernels.op import fastest_chapter
 from reference import attention_error, exact_attention
-from tests.conftest import requires_gpu
+from tests.helpers import requires_gpu
 
 pytestmark = requires_gpu
 

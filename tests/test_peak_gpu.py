@@ -12,7 +12,7 @@ import torch
 from kernels.launch import gpu_arch
 from kernels.tools import peak
 from kernels.tools.peak import DRAM_COPY, L2_READ, MATMUL, MMA_SYNC, WGMMA, WGMMA_RS, WGMMA_SS
-from tests.conftest import has_gpu, requires_gpu
+from tests.helpers import has_gpu, requires_gpu
 
 pytestmark = requires_gpu
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,8 +5,7 @@ import pytest
 
 from kernels import DTYPES
 from kernels.launch import gpu_arch
-from tests.conftest import CHAPTERS, requires_gpu
-from tests.test_kernels_gpu import check_chapter, random_qkv
+from tests.helpers import CHAPTERS, check_chapter, random_qkv, requires_gpu
 
 pytestmark = requires_gpu
 PERSISTENT = [c for c in CHAPTERS if c.kernel.persistent]

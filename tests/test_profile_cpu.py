@@ -14,8 +14,7 @@ import pytest
 from kernels.build import nvrtc_version
 from kernels.tools import inspection, profiling, run_once
 from kernels.tools.run_once import targets
-from tests.conftest import CHAPTERS
-from tests.helpers import assert_one_line_error, hide_gpu, run_command
+from tests.helpers import CHAPTERS, assert_one_line_error, hide_gpu, run_command
 
 # --- ncu's output ---------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from torch.nn.attention import SDPBackend
 
 from kernels.launch import gpu_arch
 from reference import attention_flops, sdpa_available
-from tests.conftest import has_gpu, requires_gpu
+from tests.helpers import has_gpu, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 MMA_FLOPS = 2 * 16 * 8 * 16  # one mma.sync.m16n8k16, as one warp executes it: one HMMA.16816

@@ -1,29 +1,27 @@
 """The ladder and ablate on the GPU, at a small shape: the rounds are all recorded and a saved run shows the same."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import requires_gpu
+from tests.helpers import requires_gpu, run_cli
 
 pytestmark = requires_gpu
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--batch", "1", "--heads", "2", "--seq-len", "128", "--rounds", "3", "--repeats", "2", "--warmup", "1"]
 
 
-def run_cli(*args):
-    result = subprocess.run([sys.executable, str(ROOT / "runner.py"), *map(str, args)], capture_output=True,
-                            text=True, cwd=ROOT, timeout=600)
+def run_ok(*args):
+    """`runner.py ARGS`, which must succeed."""
+    result = run_cli(*args, timeout=600)
     assert result.returncode == 0, result.stderr
     return result
 
 
 def test_every_round_and_repeat_is_saved_and_shown_again_the_same(tmp_path):
     saved = tmp_path / "run.json"
-    live = run_cli("--kernels", "1,2", "--markdown", "--json", saved, *SMALL)
+    live = run_ok("--kernels", "1,2", "--markdown", "--json", saved, *SMALL)
     run = json.loads(saved.read_text())[0]
     names = [row["name"] for row in run["rows"]]
     assert names[-2:] == ["k01_naive", "k02_cp_async"] and "torch FA2" in names
@@ -32,12 +30,12 @@ def test_every_round_and_repeat_is_saved_and_shown_again_the_same(tmp_path):
         assert len(row["samples_ms"]) == 3 and all(len(r) == 2 and min(r) > 0 for r in row["samples_ms"])
     assert all(row["ok"] for row in run["rows"] if row["kind"] == "chapter")
     assert {row["family"] for row in run["rows"] if row["kind"] == "chapter"} == {"mma.sync"}
-    assert run_cli("--from-json", saved, "--markdown").stdout == live.stdout
+    assert run_ok("--from-json", saved, "--markdown").stdout == live.stdout
 
 
 def test_longer_keys_and_fewer_kv_heads_are_recorded(tmp_path):
     saved = tmp_path / "run.json"
-    run_cli("--kernels", "4", "--kv-heads", "1", "--kv-len", "256", "--json", saved, *SMALL)
+    run_ok("--kernels", "4", "--kv-heads", "1", "--kv-len", "256", "--json", saved, *SMALL)
     run = json.loads(saved.read_text())[0]
     assert run["shape"]["kv_heads"] == 1 and run["shape"]["kv_len"] == 256
     assert run["flops"] == pytest.approx(4 * 1 * 2 * 128 * 256 * 128)
@@ -46,7 +44,7 @@ def test_longer_keys_and_fewer_kv_heads_are_recorded(tmp_path):
 def test_ablate_measures_every_cell_of_its_grid(tmp_path):
     pytest.importorskip("kernels.tools.ablations")
     saved = tmp_path / "ablation.json"
-    result = run_cli("ablate", "3", "--markdown", "--json", saved, *SMALL)
+    result = run_ok("ablate", "3", "--markdown", "--json", saved, *SMALL)
     run = json.loads(saved.read_text())[0]
     measured = {row["name"] for row in run["rows"]}
     assert {name for _, _, name in run["grid"]["cells"]} <= measured

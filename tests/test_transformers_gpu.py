@@ -13,7 +13,7 @@ import torch
 
 from kernels.op import register_with_transformers
 from reference import attention_error
-from tests.conftest import requires_gpu
+from tests.helpers import requires_gpu
 
 transformers = pytest.importorskip("transformers")
 pytestmark = requires_gpu

@@ -15,6 +15,9 @@ from rich.text import Text
 from kernels.tools.cli import one_chapter
 
 DIFFED_FILES = ("flash_attention.cu", "loader.py")
+# The budget of one step of the ladder: the kernel's diff between neighbouring chapters changes at most this many
+# lines (removed plus added), read as it is, without -w. One idea, short enough to read beside its page.
+DIFF_BUDGET = 180
 DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
 
 

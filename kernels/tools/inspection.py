@@ -4,23 +4,28 @@
 
 Registers, shared memory, stack and spills, and how many SASS instructions of each kind the kernel holds.
 NVRTC takes about a second per chapter, and cuobjdump another to disassemble it, so what one kernel instance
-compiled to is kept on disk (under CACHE_DIR), keyed by its source text, architecture, instance and NVRTC's
-version: a second `inspect` compiles nothing.
+compiled to is kept on disk (under CACHE_DIR), keyed by its compile (kernels.build.nvrtc_key) and the instance:
+a second `inspect` compiles and disassembles nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
-import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from kernels.build import CACHE_DIR, compile_nvrtc, name_expression, nvrtc_version, ptxas_resources
+from kernels.build import (
+    cache_key,
+    compile_nvrtc,
+    disk_cached,
+    name_expression,
+    nvrtc_key,
+    nvrtc_version,
+    ptxas_resources,
+)
 from kernels.chapters import Chapter
 from kernels.launch import DTYPES
 from kernels.tools.cli import UsageError, pick
@@ -83,29 +88,19 @@ def compile_instance(source: Path, arch: str, instance: str) -> Compiled:
     )
 
 
-def cache_key(source_text: str, arch: str, instance: str, nvrtc: str) -> str:
-    """What identifies a compiled instance: the same source, architecture, instance and NVRTC give the same code."""
-    return hashlib.sha256("\0".join((source_text, arch, instance, nvrtc)).encode()).hexdigest()[:32]
-
-
 def compiled(source: Path, arch: str, instance: str, progress: Progress | None = None) -> Compiled:
     """The instance as compiled: from the disk cache where an earlier run left it, else from NVRTC, then kept.
 
     ``progress`` shows when it compiles (seconds, where the cache answers at once).
     """
-    path = CACHE_DIR / "inspect" / f"{cache_key(source.read_text(), arch, instance, nvrtc_version())}.json"
-    try:
-        return Compiled(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):  # not there yet, or written by another version of this file
-        pass
-    showing = progress.step(f"compiling {source.parent.name} for {arch}") if progress else contextlib.nullcontext()
-    with showing:
-        result = compile_instance(source, arch, instance)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    written = path.with_name(f"{path.stem}.{os.getpid()}.tmp")  # renamed into place: a reader never sees half
-    written.write_text(json.dumps(asdict(result)))
-    written.replace(path)
-    return result
+
+    def compile_now() -> dict:
+        showing = progress.step(f"compiling {source.parent.name} for {arch}") if progress else contextlib.nullcontext()
+        with showing:
+            return asdict(compile_instance(source, arch, instance))
+
+    key = cache_key(nvrtc_key(source, arch), instance)
+    return disk_cached("inspect", key, compile_now, lambda data: Compiled(**data))
 
 
 @dataclass(frozen=True)
