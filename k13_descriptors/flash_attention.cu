@@ -42,8 +42,13 @@ constexpr int STAGES = 2;                  // shared-memory buffers for each of 
 constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 constexpr int PLANE = 64;                  // columns in one plane of a tile: 128 bytes per row
 constexpr int N_BARRIERS = 1 + 2 * STAGES;  // mbarriers after the tiles: Q's; per stage, filled and free
-static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * 2 + N_BARRIERS * 8 + SMEM_ALIGN <= 227 * 1024,
-              "the tiles and barriers fit in one block's shared memory on Hopper");
+constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
+constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
+// The dynamic shared memory a block is launched with: Q, STAGES tiles each of K and V, the mbarriers, and the slack
+// aligned_smem may skip.
+constexpr int SMEM_BYTES =
+    (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES + N_BARRIERS * MBARRIER_BYTES + SMEM_ALIGN;
+static_assert(SMEM_BYTES <= 227 * 1024, "the tiles and barriers fit in one block's shared memory on Hopper");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
@@ -179,7 +184,7 @@ __device__ int smem_index(int row, int col) {
     return col / PLANE * BLOCK_KV * PLANE + row * PLANE + ((col % PLANE / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
 }
 
-// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
+// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (SMEM_BYTES holds SMEM_ALIGN bytes
 // more than the tiles take). wgmma and the TMA apply their swizzle to absolute shared-memory addresses, in
 // 1 KB atoms that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
 // __align__ on an extern array does not promise where a block's dynamic shared memory begins, so the
@@ -311,6 +316,9 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     unsigned long long* q_barrier = reinterpret_cast<unsigned long long*>(v_smem + STAGES * BLOCK_KV * HEAD_DIM);
     unsigned long long* kv_barrier = q_barrier + 1;  // STAGES of them
     unsigned long long* free_barrier = kv_barrier + STAGES;  // STAGES of them
+    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) + N_BARRIERS * sizeof(*q_barrier) <=
+                      SMEM_BYTES - SMEM_ALIGN,
+                  "the tiles and barriers above fit in SMEM_BYTES");
 
     // The shuffle tells the compiler what is true: warp is the same in every lane of a warp, so what is
     // computed from it (the descriptors of Q) can live in the warp's uniform registers that wgmma reads.
