@@ -187,6 +187,9 @@ class AttentionKernel:
     ``tensor_maps``: the kernel copies with TMA and takes q, k and v as tensor maps, built per call, whose
     copies move a box of one head (see ``kernels.tma``): ``BLOCK_KV`` rows by ``PLANE`` columns, one plane of
     a tile. ``persistent``: one block per SM works through the query tiles; the batch size is the last argument.
+
+    Under torch.compile a launch is a graph break: Dynamo runs it as it is, between the graphs it compiles
+    (``torch.ops.fa_ladder.attention`` is the form that compiles into one graph).
     """
 
     def __init__(
@@ -221,6 +224,7 @@ class AttentionKernel:
         """The architectures the kernel must compile for: the GPUs the ladder is measured on."""
         return (self.arch,) if self.arch else ("sm_80", "sm_90")
 
+    @torch.compiler.disable  # NumPy scalars and CuPy launches are nothing Dynamo can trace
     def __call__(
         self,
         q: torch.Tensor,
