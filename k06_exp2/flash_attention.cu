@@ -29,6 +29,7 @@ constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
 // The dynamic shared memory a block is launched with: Q, and STAGES tiles each of K and V.
 constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES;
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
+static_assert(STAGES == 2, "the stages trade roles after each tile (swap_stages): the loop is written for two");
 
 // ---------------------------------------------------------------------------------------------------
 // Element-type helpers: the tensor-core instructions and the fp32 -> 16-bit conversion differ by type.

@@ -37,6 +37,7 @@ constexpr int SMEM_BYTES =
     (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES + N_BARRIERS * MBARRIER_BYTES + SMEM_ALIGN;
 static_assert(SMEM_BYTES <= 227 * 1024, "the tiles and barriers fit in one block's shared memory on Hopper");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
+static_assert(STAGES == 2, "the stages trade roles after each tile (swap_stages): the loop is written for two");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
 // ---------------------------------------------------------------------------------------------------
