@@ -28,7 +28,7 @@ constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16 = MMA_M: one mma row tile per w
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
-// The dynamic shared memory a block is launched with: Q, and STAGES tiles each of K and V.
+// Dynamic shared memory: what the kernel carves out of it.
 constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES;
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(STAGES == 2, "the stages trade roles after each tile (swap_stages): the loop is written for two");
@@ -197,7 +197,7 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;          // STAGES tiles
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
     static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) <= SMEM_BYTES,
-                  "the tiles above fit in SMEM_BYTES");
+                  "the carve-up above fits in SMEM_BYTES");
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;

@@ -27,9 +27,9 @@ constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vec
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
 constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
-// The dynamic shared memory a block is launched with: Q, STAGES tiles each of K and V, and the slack aligned_smem
-// may skip.
-constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES + SMEM_ALIGN;
+// Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
+                           SMEM_ALIGN;
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(STAGES == 2, "the stages trade roles after each tile (swap_stages): the loop is written for two");
 
@@ -216,8 +216,9 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     T* q_smem = reinterpret_cast<T*>(aligned_smem(smem));
     T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;          // STAGES tiles
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
-    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) <= SMEM_BYTES - SMEM_ALIGN,
-                  "the tiles above fit in SMEM_BYTES");
+    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
+                      SMEM_ALIGN <= SMEM_BYTES,
+                  "the carve-up above fits in SMEM_BYTES");
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;

@@ -31,11 +31,11 @@ constexpr int PLANE = 64;                  // columns in one plane of a tile: 12
 constexpr int N_BARRIERS = 1 + STAGES;     // mbarriers after the tiles: Q's, and one per stage for its K and V
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
 constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
-// The dynamic shared memory a block is launched with: Q, STAGES tiles each of K and V, the mbarriers, and the slack
-// aligned_smem may skip.
-constexpr int SMEM_BYTES =
-    (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES + N_BARRIERS * MBARRIER_BYTES + SMEM_ALIGN;
-static_assert(SMEM_BYTES <= 227 * 1024, "the tiles and barriers fit in one block's shared memory on Hopper");
+// Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
+                           N_BARRIERS * MBARRIER_BYTES +
+                           SMEM_ALIGN;
+static_assert(SMEM_BYTES <= 227 * 1024, "SMEM_BYTES fits in one block's shared memory on Hopper");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(STAGES == 2, "the stages trade roles after each tile (swap_stages): the loop is written for two");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
@@ -288,9 +288,10 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
     unsigned long long* q_barrier = reinterpret_cast<unsigned long long*>(v_smem + STAGES * BLOCK_KV * HEAD_DIM);
     unsigned long long* kv_barrier = q_barrier + 1;  // STAGES of them
-    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) + N_BARRIERS * sizeof(*q_barrier) <=
-                      SMEM_BYTES - SMEM_ALIGN,
-                  "the tiles and barriers above fit in SMEM_BYTES");
+    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
+                      N_BARRIERS * sizeof(*q_barrier) +
+                      SMEM_ALIGN <= SMEM_BYTES,
+                  "the carve-up above fits in SMEM_BYTES");
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;

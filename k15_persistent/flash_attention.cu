@@ -45,11 +45,11 @@ constexpr int Q_TILES = 3;  // (BLOCK_Q, HEAD_DIM) tiles in shared memory: two b
 constexpr int N_BARRIERS = 4 + 4 * STAGES;  // mbarriers after the tiles: per Q buffer and stage of K and V, filled and free
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
 constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
-// The dynamic shared memory a block is launched with: two tiles of Q, STAGES tiles each of K and V, one of O, the
-// mbarriers, and the slack aligned_smem may skip.
-constexpr int SMEM_BYTES =
-    (Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES + N_BARRIERS * MBARRIER_BYTES + SMEM_ALIGN;
-static_assert(SMEM_BYTES <= 227 * 1024, "the tiles and barriers fit in one block's shared memory on Hopper");
+// Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
+constexpr int SMEM_BYTES = (Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
+                           N_BARRIERS * MBARRIER_BYTES +
+                           SMEM_ALIGN;
+static_assert(SMEM_BYTES <= 227 * 1024, "SMEM_BYTES fits in one block's shared memory on Hopper");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
@@ -325,9 +325,10 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     unsigned long long* v_filled = k_filled + STAGES;
     unsigned long long* k_free = v_filled + STAGES;
     unsigned long long* v_free = k_free + STAGES;
-    static_assert((Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) + N_BARRIERS * sizeof(*q_filled) <=
-                      SMEM_BYTES - SMEM_ALIGN,
-                  "the tiles and barriers above fit in SMEM_BYTES");
+    static_assert((Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
+                      N_BARRIERS * sizeof(*q_filled) +
+                      SMEM_ALIGN <= SMEM_BYTES,
+                  "the carve-up above fits in SMEM_BYTES");
 
     // The shuffle tells the compiler what is true: warp is the same in every lane of a warp, so what is
     // computed from it (the descriptors of Q) can live in the warp's uniform registers that wgmma reads.

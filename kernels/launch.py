@@ -72,13 +72,15 @@ def kernel_constants(source: Path) -> dict[str, int]:
     constants: dict[str, int] = {}
     for declaration in CONSTEXPR_INT.findall(source.read_text()):
         for declarator in declaration.split(","):
-            name, equals, expression = (part.strip() for part in declarator.partition("="))
+            # One line of Python, however the C++ wraps it.
+            name, equals, expression = (" ".join(part.split()) for part in declarator.partition("="))
             try:
                 if not (equals and name.isidentifier()):
                     raise ValueError("expected NAME = expression")
                 constants[name] = _evaluate(ast.parse(expression, mode="eval").body, constants)
             except (SyntaxError, ValueError, ZeroDivisionError) as error:
-                raise ValueError(f"{source}: cannot read constexpr int {declarator.strip()!r}: {error}") from error
+                declared = " ".join(declarator.split())
+                raise ValueError(f"{source}: cannot read constexpr int {declared!r}: {error}") from error
     return constants
 
 

@@ -79,7 +79,7 @@ def test_constants_are_read_with_cpp_arithmetic(tmp_path):
     source.parent.mkdir()
     source.write_text(
         "constexpr int A = -7 / 2, B = -7 % 2;  // a comment; with a semicolon\n"
-        "constexpr int C = (A + 1) * 3 << 2;\n"
+        "constexpr int C = (A + 1) * 3 <<\n    2;  // wrapped over two lines\n"
         "  constexpr int NOT_AT_FILE_SCOPE = 1;\n"
     )
     constants = kernel_constants(source)

@@ -29,7 +29,7 @@ constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vec
 constexpr int ROW_PAD = 8;                 // unused values after each shared-memory row
 constexpr int SMEM_ROW = HEAD_DIM + ROW_PAD;  // 272 bytes: each row starts 4 banks after the last
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
-// The dynamic shared memory a block is launched with: the Q, K and V tiles.
+// Dynamic shared memory: what the kernel carves out of it.
 constexpr int SMEM_BYTES = (BLOCK_Q + 2 * BLOCK_KV) * SMEM_ROW * ELEMENT_BYTES;
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 
@@ -185,7 +185,7 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     T* q_smem = reinterpret_cast<T*>(smem);
     T* k_smem = q_smem + BLOCK_Q * SMEM_ROW;
     T* v_smem = k_smem + BLOCK_KV * SMEM_ROW;
-    static_assert((BLOCK_Q + 2 * BLOCK_KV) * SMEM_ROW * sizeof(T) <= SMEM_BYTES, "the tiles above fit in SMEM_BYTES");
+    static_assert((BLOCK_Q + 2 * BLOCK_KV) * SMEM_ROW * sizeof(T) <= SMEM_BYTES, "the carve-up above fits in SMEM_BYTES");
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;

@@ -38,11 +38,11 @@ constexpr int PLANE = 64;                  // columns in one plane of a tile: 12
 constexpr int N_BARRIERS = 1 + 4 * STAGES;  // mbarriers after the tiles: Q's; per stage, K's and V's filled and free
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
 constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
-// The dynamic shared memory a block is launched with: Q, STAGES tiles each of K and V, the mbarriers, and the slack
-// aligned_smem may skip.
-constexpr int SMEM_BYTES =
-    (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES + N_BARRIERS * MBARRIER_BYTES + SMEM_ALIGN;
-static_assert(SMEM_BYTES <= 227 * 1024, "the tiles and barriers fit in one block's shared memory on Hopper");
+// Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
+                           N_BARRIERS * MBARRIER_BYTES +
+                           SMEM_ALIGN;
+static_assert(SMEM_BYTES <= 227 * 1024, "SMEM_BYTES fits in one block's shared memory on Hopper");
 static_assert(BLOCK_KV / MMA_N % CHAINS == 0 && (CHAINS & (CHAINS - 1)) == 0,
               "every chain takes as many n-tiles, and the chains join pairwise");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
@@ -316,9 +316,10 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     unsigned long long* v_filled = k_filled + STAGES;
     unsigned long long* k_free = v_filled + STAGES;
     unsigned long long* v_free = k_free + STAGES;
-    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) + N_BARRIERS * sizeof(*q_barrier) <=
-                      SMEM_BYTES - SMEM_ALIGN,
-                  "the tiles and barriers above fit in SMEM_BYTES");
+    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
+                      N_BARRIERS * sizeof(*q_barrier) +
+                      SMEM_ALIGN <= SMEM_BYTES,
+                  "the carve-up above fits in SMEM_BYTES");
 
     // The shuffle tells the compiler what is true: warp is the same in every lane of a warp, so what is
     // computed from it (the descriptors of Q) can live in the warp's uniform registers that wgmma reads.
