@@ -459,8 +459,8 @@ def test_chapter16_splits_the_softmax_reductions_into_chains(sass_texts):
 def test_chapter16_is_chapter15_but_for_the_softmax():
     """Past its header, kernel 16 changes kernel 15 only inside the softmax, and for the CHAINS constant and check."""
     source15, source16 = (by_number[n].source.read_text().splitlines() for n in (15, 16))
-    softmax = (source16.index("        const auto softmax = [&](int kv0, float (&rescale)[2]) {"),
-               source16.index("        const auto to_p_frag = [&]() {"))
+    softmax = (source16.index("    const auto softmax = [&](int kv0, float (&rescale)[2]) {"),
+               source16.index("    const auto to_p_frag = [&]() {"))
     header = next(i for i, line in enumerate(source16) if not line.startswith("//"))
     changes = difflib.SequenceMatcher(None, source15, source16, autojunk=False).get_opcodes()
     changed = [(first, last) for tag, _, _, first, last in changes if tag != "equal" and last > header]
