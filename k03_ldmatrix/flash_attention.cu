@@ -25,6 +25,9 @@ constexpr int MMA_N = 8;
 constexpr int MMA_K = 16;
 constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16 = MMA_M: one mma row tile per warp
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
+constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
+// Dynamic shared memory: what the kernel carves out of it.
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES;
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 
 // ---------------------------------------------------------------------------------------------------
@@ -179,6 +182,7 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     T* q_smem = reinterpret_cast<T*>(smem);
     T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;
     T* v_smem = k_smem + BLOCK_KV * HEAD_DIM;
+    static_assert((BLOCK_Q + 2 * BLOCK_KV) * HEAD_DIM * sizeof(T) <= SMEM_BYTES, "the carve-up above fits in SMEM_BYTES");
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;

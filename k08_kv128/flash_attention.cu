@@ -26,7 +26,12 @@ constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16 = MMA_M: one mma row tile per w
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
 constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
+constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
+// Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
+                           SMEM_ALIGN;
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
+static_assert(STAGES == 2, "the stages trade roles after each tile (swap_stages): the loop is written for two");
 
 // ---------------------------------------------------------------------------------------------------
 // Element-type helpers: the tensor-core instructions and the fp32 -> 16-bit conversion differ by type.
@@ -85,7 +90,7 @@ __device__ int smem_index(int row, int col) {
     return row * HEAD_DIM + ((col / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
 }
 
-// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
+// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (SMEM_BYTES holds SMEM_ALIGN bytes
 // more than the tiles take). block_address() XORs absolute shared-memory addresses, which is right only if
 // each tile starts with the XORed bits clear; the tiles are whole multiples of 1 KB, so an aligned start
 // is enough. __align__ on an extern array does not promise where a block's dynamic shared memory begins,
@@ -211,6 +216,9 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     T* q_smem = reinterpret_cast<T*>(aligned_smem(smem));
     T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;          // STAGES tiles
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
+    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
+                      SMEM_ALIGN <= SMEM_BYTES,
+                  "the carve-up above fits in SMEM_BYTES");
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;

@@ -29,9 +29,15 @@ constexpr int STAGES = 2;                  // shared-memory buffers for each of 
 constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 constexpr int PLANE = 64;                  // columns in one plane of a tile: 128 bytes per row
 constexpr int N_BARRIERS = 1 + STAGES;     // mbarriers after the tiles: Q's, and one per stage for its K and V
-static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * 2 + N_BARRIERS * 8 + SMEM_ALIGN <= 227 * 1024,
-              "the tiles and barriers fit in one block's shared memory on Hopper");
+constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
+constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
+// Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
+                           N_BARRIERS * MBARRIER_BYTES +
+                           SMEM_ALIGN;
+static_assert(SMEM_BYTES <= 227 * 1024, "SMEM_BYTES fits in one block's shared memory on Hopper");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
+static_assert(STAGES == 2, "the stages trade roles after each tile (swap_stages): the loop is written for two");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
 // ---------------------------------------------------------------------------------------------------
@@ -166,7 +172,7 @@ __device__ int smem_index(int row, int col) {
     return col / PLANE * BLOCK_KV * PLANE + row * PLANE + ((col % PLANE / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
 }
 
-// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
+// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (SMEM_BYTES holds SMEM_ALIGN bytes
 // more than the tiles take). wgmma and the TMA apply their swizzle to absolute shared-memory addresses, in
 // 1 KB atoms that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
 // __align__ on an extern array does not promise where a block's dynamic shared memory begins, so the
@@ -282,6 +288,10 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
     unsigned long long* q_barrier = reinterpret_cast<unsigned long long*>(v_smem + STAGES * BLOCK_KV * HEAD_DIM);
     unsigned long long* kv_barrier = q_barrier + 1;  // STAGES of them
+    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
+                      N_BARRIERS * sizeof(*q_barrier) +
+                      SMEM_ALIGN <= SMEM_BYTES,
+                  "the carve-up above fits in SMEM_BYTES");
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;

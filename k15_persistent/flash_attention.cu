@@ -43,8 +43,13 @@ constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (alig
 constexpr int PLANE = 64;                  // columns in one plane of a tile: 128 bytes per row
 constexpr int Q_TILES = 3;  // (BLOCK_Q, HEAD_DIM) tiles in shared memory: two buffers of Q, and O on its way out
 constexpr int N_BARRIERS = 4 + 4 * STAGES;  // mbarriers after the tiles: per Q buffer and stage of K and V, filled and free
-static_assert((Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * 2 + N_BARRIERS * 8 + SMEM_ALIGN <= 227 * 1024,
-              "the tiles and barriers fit in one block's shared memory on Hopper");
+constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
+constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
+// Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
+constexpr int SMEM_BYTES = (Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
+                           N_BARRIERS * MBARRIER_BYTES +
+                           SMEM_ALIGN;
+static_assert(SMEM_BYTES <= 227 * 1024, "SMEM_BYTES fits in one block's shared memory on Hopper");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
@@ -180,7 +185,7 @@ __device__ int smem_index(int row, int col) {
     return col / PLANE * BLOCK_KV * PLANE + row * PLANE + ((col % PLANE / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
 }
 
-// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
+// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (SMEM_BYTES holds SMEM_ALIGN bytes
 // more than the tiles take). wgmma and the TMA apply their swizzle to absolute shared-memory addresses, in
 // 1 KB atoms that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
 // __align__ on an extern array does not promise where a block's dynamic shared memory begins, so the
@@ -299,7 +304,17 @@ __device__ constexpr unsigned long long descriptor_step(int row0, int col0) {
 // ---------------------------------------------------------------------------------------------------
 // The kernel. Grid: one block of N_THREADS threads per SM, or per query tile if there are fewer (a block
 // that finds no pair of its own has nothing to do).
+// The consumers' work on a query tile is consume_query_tile, after the kernel.
 // ---------------------------------------------------------------------------------------------------
+
+template <typename T, bool CAUSAL>
+__device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_smem,
+                                                   unsigned long long* k_filled, unsigned long long* v_filled,
+                                                   unsigned long long* k_free, unsigned long long* v_free,
+                                                   int lane, int g, int t, int warp_row0, int group_row0,
+                                                   int seq_len_q, int seq_len_k, int q_stride, float softmax_scale,
+                                                   T* o_smem, T* o_head, int q0, int n_tiles, int kv_count,
+                                                   unsigned long long* q_free);
 
 template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS, 1)
@@ -320,6 +335,10 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     unsigned long long* v_filled = k_filled + STAGES;
     unsigned long long* k_free = v_filled + STAGES;
     unsigned long long* v_free = k_free + STAGES;
+    static_assert((Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
+                      N_BARRIERS * sizeof(*q_filled) +
+                      SMEM_ALIGN <= SMEM_BYTES,
+                  "the carve-up above fits in SMEM_BYTES");
 
     // The shuffle tells the compiler what is true: warp is the same in every lane of a warp, so what is
     // computed from it (the descriptors of Q) can live in the warp's uniform registers that wgmma reads.
@@ -383,30 +402,29 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     // the K and V tiles of all the block's query tiles so far.
     if (warp >= N_WARPS) {
         setmaxnreg_dec<PRODUCER_REGISTERS>();
-        if (threadIdx.x == N_WARPS * 32) {
-            for (int step = 0, round = 0, kv_count = 0;; ++step) {
-                const Work work = work_at(step);
-                if (work.finished) break;
-                if (work.skipped) continue;
-                const int q0 = work.q0, head = work.head, kv_head = work.kv_head, batch = work.batch;
-                // The Q buffers take turns; a buffer's barriers complete once per turn.
-                const int buffer = round % 2, turn = round / 2;
-                ++round;
-                if (turn > 0) mbarrier_wait(&q_free[buffer], (turn - 1) % 2);
-                mbarrier_arrive_expect_bytes(&q_filled[buffer], TILE_BYTES);
-                load_tile<BLOCK_Q>(q_buffers + buffer * BLOCK_Q * HEAD_DIM, q_map, head, q0, batch, &q_filled[buffer]);
-                for (int tile = 0; tile < work.n_tiles; ++tile, ++kv_count) {
-                    const int stage = kv_count % STAGES;
-                    // The consumers released tile - STAGES: a free barrier completes once per STAGES tiles.
-                    if (kv_count >= STAGES) mbarrier_wait(&k_free[stage], (kv_count / STAGES - 1) % 2);
-                    mbarrier_arrive_expect_bytes(&k_filled[stage], TILE_BYTES);
-                    load_tile<BLOCK_KV>(k_smem + stage * BLOCK_KV * HEAD_DIM, k_map, kv_head, tile * BLOCK_KV, batch,
-                                        &k_filled[stage]);
-                    if (kv_count >= STAGES) mbarrier_wait(&v_free[stage], (kv_count / STAGES - 1) % 2);
-                    mbarrier_arrive_expect_bytes(&v_filled[stage], TILE_BYTES);
-                    load_tile<BLOCK_KV>(v_smem + stage * BLOCK_KV * HEAD_DIM, v_map, kv_head, tile * BLOCK_KV, batch,
-                                        &v_filled[stage]);
-                }
+        // Its first thread alone walks the work list.
+        for (int step = 0, round = 0, kv_count = 0; threadIdx.x == N_WARPS * 32; ++step) {
+            const Work work = work_at(step);
+            if (work.finished) break;
+            if (work.skipped) continue;
+            const int q0 = work.q0, head = work.head, kv_head = work.kv_head, batch = work.batch;
+            // The Q buffers take turns; a buffer's barriers complete once per turn.
+            const int buffer = round % 2, turn = round / 2;
+            ++round;
+            if (turn > 0) mbarrier_wait(&q_free[buffer], (turn - 1) % 2);
+            mbarrier_arrive_expect_bytes(&q_filled[buffer], TILE_BYTES);
+            load_tile<BLOCK_Q>(q_buffers + buffer * BLOCK_Q * HEAD_DIM, q_map, head, q0, batch, &q_filled[buffer]);
+            for (int tile = 0; tile < work.n_tiles; ++tile, ++kv_count) {
+                const int stage = kv_count % STAGES;
+                // The consumers released tile - STAGES: a free barrier completes once per STAGES tiles.
+                if (kv_count >= STAGES) mbarrier_wait(&k_free[stage], (kv_count / STAGES - 1) % 2);
+                mbarrier_arrive_expect_bytes(&k_filled[stage], TILE_BYTES);
+                load_tile<BLOCK_KV>(k_smem + stage * BLOCK_KV * HEAD_DIM, k_map, kv_head, tile * BLOCK_KV, batch,
+                                    &k_filled[stage]);
+                if (kv_count >= STAGES) mbarrier_wait(&v_free[stage], (kv_count / STAGES - 1) % 2);
+                mbarrier_arrive_expect_bytes(&v_filled[stage], TILE_BYTES);
+                load_tile<BLOCK_KV>(v_smem + stage * BLOCK_KV * HEAD_DIM, v_map, kv_head, tile * BLOCK_KV, batch,
+                                    &v_filled[stage]);
             }
         }
         return;
@@ -417,179 +435,195 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
         const Work work = work_at(step);
         if (work.finished) break;
         if (work.skipped) continue;
-        const int q0 = work.q0, head = work.head, batch = work.batch, n_tiles = work.n_tiles;
         const int buffer = round % 2, turn = round / 2;
         ++round;
-        T* q_smem = q_buffers + buffer * BLOCK_Q * HEAD_DIM;
-        T* o_head = o + ((long long)batch * seq_len_q * n_heads + head) * HEAD_DIM;
         mbarrier_wait(&q_filled[buffer], turn % 2);
+        T* o_head = o + ((long long)work.batch * seq_len_q * n_heads + work.head) * HEAD_DIM;
+        consume_query_tile<T, CAUSAL>(q_buffers + buffer * BLOCK_Q * HEAD_DIM, k_smem, v_smem, k_filled, v_filled,
+                                      k_free, v_free, lane, g, t, warp_row0, group_row0, seq_len_q, seq_len_k, q_stride,
+                                      softmax_scale, o_smem, o_head, work.q0, work.n_tiles, kv_count, &q_free[buffer]);
+        kv_count += work.n_tiles;
+    }
+}
 
-        // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
-        // the running max (in base-2 units: times scale * log2(e)) and this thread's part of the running sum.
-        const float scale_log2 = softmax_scale * 1.4426950408889634f;
-        float o_acc[HEAD_DIM / MMA_N][4] = {};
-        float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
-        float row_sum[2] = {0.0f, 0.0f};
+// The consumers' work on one query tile, rows q0 ... q0 + BLOCK_Q - 1 of one head: for each of its n_tiles K/V
+// tiles, as the producer fills their stage, S = Q K^T, the online softmax and O += P V; then O, normalised, out.
+// Where this thread works in the tiles (lane, g, t, warp_row0, group_row0) is the kernel's, made once.
+// Its K and V tiles are the block's kv_count-th and on, which sets their stages and barrier phases.
+template <typename T, bool CAUSAL>
+__device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_smem,
+                                                   unsigned long long* k_filled, unsigned long long* v_filled,
+                                                   unsigned long long* k_free, unsigned long long* v_free,
+                                                   int lane, int g, int t, int warp_row0, int group_row0,
+                                                   int seq_len_q, int seq_len_k, int q_stride, float softmax_scale,
+                                                   T* o_smem, T* o_head, int q0, int n_tiles, int kv_count,
+                                                   unsigned long long* q_free) {
+    const int causal_offset = seq_len_k - seq_len_q;  // query i sees keys 0 ... i + causal_offset
 
-        // Descriptors of this warpgroup's Q rows and of stage 0's K and V, made once: another stage is a fixed
-        // offset (STAGE_STEP), and so is a block inside a tile (descriptor_step).
-        const unsigned long long q_descriptor = smem_descriptor(q_smem, group_row0, 0);
-        const unsigned long long k_descriptor = smem_descriptor(k_smem, 0, 0);
-        const unsigned long long v_descriptor = smem_descriptor(v_smem, 0, 0);
-        constexpr unsigned long long STAGE_STEP = TILE_BYTES >> 4;  // descriptors count 16-byte units
+    // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
+    // the running max (in base-2 units: times scale * log2(e)) and this thread's part of the running sum.
+    const float scale_log2 = softmax_scale * 1.4426950408889634f;
+    float o_acc[HEAD_DIM / MMA_N][4] = {};
+    float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
+    float row_sum[2] = {0.0f, 0.0f};
 
-        float s_acc[BLOCK_KV / MMA_N][4];
-        unsigned p_frag[BLOCK_KV / MMA_K][4];
+    // Descriptors of this warpgroup's Q rows and of stage 0's K and V, made once: another stage is a fixed
+    // offset (STAGE_STEP), and so is a block inside a tile (descriptor_step).
+    const unsigned long long q_descriptor = smem_descriptor(q_smem, group_row0, 0);
+    const unsigned long long k_descriptor = smem_descriptor(k_smem, 0, 0);
+    const unsigned long long v_descriptor = smem_descriptor(v_smem, 0, 0);
+    constexpr unsigned long long STAGE_STEP = BLOCK_KV * HEAD_DIM * sizeof(T) >> 4;  // descriptors count 16-byte units
 
-        // S = Q K^T for this warpgroup's 64 rows x BLOCK_KV keys, one wgmma per 16 columns of HEAD_DIM.
-        const auto issue_scores = [&](int stage) {
-#pragma unroll
-            for (int mma_d = 0; mma_d < HEAD_DIM / MMA_K; ++mma_d) {
-                wgmma_smem_smem<T>(s_acc, q_descriptor + descriptor_step<T>(0, mma_d * MMA_K),
-                                   k_descriptor + stage * STAGE_STEP + descriptor_step<T>(0, mma_d * MMA_K), mma_d > 0);
-            }
-            wgmma_commit();
-        };
-        // O += P V, one wgmma per 16 keys.
-        const auto issue_products = [&](int stage) {
-#pragma unroll
-            for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
-                wgmma_regs_smem<T>(o_acc, p_frag[mma_kv],
-                                   v_descriptor + stage * STAGE_STEP + descriptor_step<T>(mma_kv * MMA_K, 0));
-            }
-            wgmma_commit();
-        };
-        // The scores of the tile at key kv0 -> unnormalised probabilities, in place; rescale[h] is what O
-        // must be multiplied by for the new max.
-        const auto softmax = [&](int kv0, float (&rescale)[2]) {
-            // Keys past the end, and keys past the query's diagonal when causal, get no weight.
-            if (kv0 + BLOCK_KV > seq_len_k || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0 + causal_offset)) {
-#pragma unroll
-                for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const int key = kv0 + mma_n * MMA_N + 2 * t + i % 2;
-                        const int query = q0 + warp_row0 + g + 8 * (i / 2);
-                        if (key >= seq_len_k || (CAUSAL && key > query + causal_offset)) s_acc[mma_n][i] = -CUDART_INF_F;
-                    }
-                }
-            }
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float tile_max = -CUDART_INF_F;
-#pragma unroll
-                for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
-                    tile_max = fmaxf(tile_max, fmaxf(s_acc[mma_n][2 * h], s_acc[mma_n][2 * h + 1]));
-                }
-                // The 4 lanes t = 0..3 of a group hold one row between them.
-                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 1));
-                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 2));
-                const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
-                rescale[h] = fast_exp2(row_max[h] - new_max);
-                row_max[h] = new_max;
-                row_sum[h] *= rescale[h];
-#pragma unroll
-                for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
-#pragma unroll
-                    for (int i = 2 * h; i < 2 * h + 2; ++i) {
-                        s_acc[mma_n][i] = fast_exp2(fmaf(s_acc[mma_n][i], scale_log2, -new_max));
-                        row_sum[h] += s_acc[mma_n][i];
-                    }
-                }
-            }
-        };
-        // P to 16 bits. The accumulators of n-tiles 2 mma_kv and 2 mma_kv + 1 are exactly the A fragment of
-        // key block mma_kv, so P never leaves the registers.
-        const auto to_p_frag = [&]() {
-#pragma unroll
-            for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
-                p_frag[mma_kv][0] = pack_floats<T>(s_acc[2 * mma_kv][0], s_acc[2 * mma_kv][1]);
-                p_frag[mma_kv][1] = pack_floats<T>(s_acc[2 * mma_kv][2], s_acc[2 * mma_kv][3]);
-                p_frag[mma_kv][2] = pack_floats<T>(s_acc[2 * mma_kv + 1][0], s_acc[2 * mma_kv + 1][1]);
-                p_frag[mma_kv][3] = pack_floats<T>(s_acc[2 * mma_kv + 1][2], s_acc[2 * mma_kv + 1][3]);
-            }
-        };
+    float s_acc[BLOCK_KV / MMA_N][4];
+    unsigned p_frag[BLOCK_KV / MMA_K][4];
 
-        // Tile 0: its scores alone.
-        float rescale[2];
-        mbarrier_wait(&k_filled[kv_count % STAGES], kv_count / STAGES % 2);
-        wgmma_fence();
-        issue_scores(kv_count % STAGES);
-        wgmma_wait<0>();
-        pin_registers(s_acc);
-        if (lane == 0) mbarrier_arrive(&k_free[kv_count % STAGES]);
-        softmax(0, rescale);
-        to_p_frag();
-
-        // Iteration `tile` issues S = Q K^T of this tile and, behind it, O += P V of the tile before. It waits
-        // for S alone and runs the softmax while P V is on the tensor cores, then rescales O once P V is done.
-        for (int tile = 1; tile < n_tiles; ++tile) {
-            const int count = kv_count + tile, stage = count % STAGES, last_stage = (count - 1) % STAGES;
-            mbarrier_wait(&k_filled[stage], count / STAGES % 2);
-            mbarrier_wait(&v_filled[last_stage], (count - 1) / STAGES % 2);
-            pin_registers(o_acc);
-            pin_registers(p_frag);
-            wgmma_fence();
-            issue_scores(stage);
-            issue_products(last_stage);
-
-            wgmma_wait<1>();  // S has landed; P V may still be running
-            pin_registers(s_acc);
-            if (lane == 0) mbarrier_arrive(&k_free[stage]);  // this warp is done with the K tile
-            softmax(tile * BLOCK_KV, rescale);
-
-            wgmma_wait<0>();  // P V has landed: O may be rescaled, P and the V tile reused
-            pin_registers(o_acc);
-            pin_registers(p_frag);
-            if (lane == 0) mbarrier_arrive(&v_free[last_stage]);
+    // S = Q K^T for this warpgroup's 64 rows x BLOCK_KV keys, one wgmma per 16 columns of HEAD_DIM.
+    const auto issue_scores = [&](int stage) {
 #pragma unroll
-            for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
-#pragma unroll
-                for (int i = 0; i < 4; ++i) o_acc[mma_n][i] *= rescale[i / 2];
-            }
-            to_p_frag();
+        for (int mma_d = 0; mma_d < HEAD_DIM / MMA_K; ++mma_d) {
+            wgmma_smem_smem<T>(s_acc, q_descriptor + descriptor_step<T>(0, mma_d * MMA_K),
+                               k_descriptor + stage * STAGE_STEP + descriptor_step<T>(0, mma_d * MMA_K), mma_d > 0);
         }
-        // Every S of this query tile is done: its Q buffer may take the one after next.
-        if (lane == 0) mbarrier_arrive(&q_free[buffer]);
+        wgmma_commit();
+    };
+    // O += P V, one wgmma per 16 keys.
+    const auto issue_products = [&](int stage) {
+#pragma unroll
+        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
+            wgmma_regs_smem<T>(o_acc, p_frag[mma_kv],
+                               v_descriptor + stage * STAGE_STEP + descriptor_step<T>(mma_kv * MMA_K, 0));
+        }
+        wgmma_commit();
+    };
+    // The scores of the tile at key kv0 -> unnormalised probabilities, in place; rescale[h] is what O
+    // must be multiplied by for the new max.
+    const auto softmax = [&](int kv0, float (&rescale)[2]) {
+        // Keys past the end, and keys past the query's diagonal when causal, get no weight.
+        if (kv0 + BLOCK_KV > seq_len_k || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0 + causal_offset)) {
+#pragma unroll
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int key = kv0 + mma_n * MMA_N + 2 * t + i % 2;
+                    const int query = q0 + warp_row0 + g + 8 * (i / 2);
+                    if (key >= seq_len_k || (CAUSAL && key > query + causal_offset)) s_acc[mma_n][i] = -CUDART_INF_F;
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float tile_max = -CUDART_INF_F;
+#pragma unroll
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
+                tile_max = fmaxf(tile_max, fmaxf(s_acc[mma_n][2 * h], s_acc[mma_n][2 * h + 1]));
+            }
+            // The 4 lanes t = 0..3 of a group hold one row between them.
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 1));
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 2));
+            const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
+            rescale[h] = fast_exp2(row_max[h] - new_max);
+            row_max[h] = new_max;
+            row_sum[h] *= rescale[h];
+#pragma unroll
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
+#pragma unroll
+                for (int i = 2 * h; i < 2 * h + 2; ++i) {
+                    s_acc[mma_n][i] = fast_exp2(fmaf(s_acc[mma_n][i], scale_log2, -new_max));
+                    row_sum[h] += s_acc[mma_n][i];
+                }
+            }
+        }
+    };
+    // P to 16 bits. The accumulators of n-tiles 2 mma_kv and 2 mma_kv + 1 are exactly the A fragment of
+    // key block mma_kv, so P never leaves the registers.
+    const auto to_p_frag = [&]() {
+#pragma unroll
+        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
+            p_frag[mma_kv][0] = pack_floats<T>(s_acc[2 * mma_kv][0], s_acc[2 * mma_kv][1]);
+            p_frag[mma_kv][1] = pack_floats<T>(s_acc[2 * mma_kv][2], s_acc[2 * mma_kv][3]);
+            p_frag[mma_kv][2] = pack_floats<T>(s_acc[2 * mma_kv + 1][0], s_acc[2 * mma_kv + 1][1]);
+            p_frag[mma_kv][3] = pack_floats<T>(s_acc[2 * mma_kv + 1][2], s_acc[2 * mma_kv + 1][3]);
+        }
+    };
 
-        // The last tile's P V.
-        kv_count += n_tiles;
-        const int last_stage = (kv_count - 1) % STAGES;
-        mbarrier_wait(&v_filled[last_stage], (kv_count - 1) / STAGES % 2);
+    // Tile 0: its scores alone.
+    float rescale[2];
+    mbarrier_wait(&k_filled[kv_count % STAGES], kv_count / STAGES % 2);
+    wgmma_fence();
+    issue_scores(kv_count % STAGES);
+    wgmma_wait<0>();
+    pin_registers(s_acc);
+    if (lane == 0) mbarrier_arrive(&k_free[kv_count % STAGES]);
+    softmax(0, rescale);
+    to_p_frag();
+
+    // Iteration `tile` issues S = Q K^T of this tile and, behind it, O += P V of the tile before. It waits
+    // for S alone and runs the softmax while P V is on the tensor cores, then rescales O once P V is done.
+    for (int tile = 1; tile < n_tiles; ++tile) {
+        const int count = kv_count + tile, stage = count % STAGES, last_stage = (count - 1) % STAGES;
+        mbarrier_wait(&k_filled[stage], count / STAGES % 2);
+        mbarrier_wait(&v_filled[last_stage], (count - 1) / STAGES % 2);
         pin_registers(o_acc);
         pin_registers(p_frag);
         wgmma_fence();
+        issue_scores(stage);
         issue_products(last_stage);
-        wgmma_wait<0>();
-        pin_registers(o_acc);
-        if (lane == 0) mbarrier_arrive(&v_free[last_stage]);
 
-        // Normalise, convert to 16 bits and stage this warp's rows in o_smem, so that the global writes can be
-        // whole 16-byte vectors instead of 4-byte pairs. Its lanes are done reading what it staged last time.
-        __syncwarp();
+        wgmma_wait<1>();  // S has landed; P V may still be running
+        pin_registers(s_acc);
+        if (lane == 0) mbarrier_arrive(&k_free[stage]);  // this warp is done with the K tile
+        softmax(tile * BLOCK_KV, rescale);
+
+        wgmma_wait<0>();  // P V has landed: O may be rescaled, P and the V tile reused
+        pin_registers(o_acc);
+        pin_registers(p_frag);
+        if (lane == 0) mbarrier_arrive(&v_free[last_stage]);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 1);
-            row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 2);
-            const float inverse_sum = 1.0f / row_sum[h];
+        for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
 #pragma unroll
-            for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
-                const unsigned pair =
-                    pack_floats<T>(o_acc[mma_n][2 * h] * inverse_sum, o_acc[mma_n][2 * h + 1] * inverse_sum);
-                *reinterpret_cast<unsigned*>(&o_smem[smem_index(warp_row0 + g + 8 * h, mma_n * MMA_N + 2 * t)]) = pair;
-            }
+            for (int i = 0; i < 4; ++i) o_acc[mma_n][i] *= rescale[i / 2];
         }
-        __syncwarp();
-        constexpr int CHUNKS_PER_ROW = HEAD_DIM / CHUNK;
+        to_p_frag();
+    }
+    // Every S of this query tile is done: its Q buffer may take the one after next.
+    if (lane == 0) mbarrier_arrive(q_free);
+
+    // The last tile's P V.
+    const int last_stage = (kv_count + n_tiles - 1) % STAGES;
+    mbarrier_wait(&v_filled[last_stage], (kv_count + n_tiles - 1) / STAGES % 2);
+    pin_registers(o_acc);
+    pin_registers(p_frag);
+    wgmma_fence();
+    issue_products(last_stage);
+    wgmma_wait<0>();
+    pin_registers(o_acc);
+    if (lane == 0) mbarrier_arrive(&v_free[last_stage]);
+
+    // Normalise, convert to 16 bits and stage this warp's rows in o_smem, so that the global writes can be
+    // whole 16-byte vectors instead of 4-byte pairs. Its lanes are done reading what it staged last time.
+    __syncwarp();
 #pragma unroll
-        for (int step = 0; step < WARP_Q * CHUNKS_PER_ROW / 32; ++step) {
-            const int chunk = step * 32 + lane;
-            const int row = warp_row0 + chunk / CHUNKS_PER_ROW;
-            const int col = chunk % CHUNKS_PER_ROW * CHUNK;
-            if (q0 + row < seq_len_q) {
-                *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * q_stride + col]) =
-                    *reinterpret_cast<const uint4*>(&o_smem[smem_index(row, col)]);
-            }
+    for (int h = 0; h < 2; ++h) {
+        row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 1);
+        row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 2);
+        const float inverse_sum = 1.0f / row_sum[h];
+#pragma unroll
+        for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
+            const unsigned pair =
+                pack_floats<T>(o_acc[mma_n][2 * h] * inverse_sum, o_acc[mma_n][2 * h + 1] * inverse_sum);
+            *reinterpret_cast<unsigned*>(&o_smem[smem_index(warp_row0 + g + 8 * h, mma_n * MMA_N + 2 * t)]) = pair;
+        }
+    }
+    __syncwarp();
+    constexpr int CHUNKS_PER_ROW = HEAD_DIM / CHUNK;
+#pragma unroll
+    for (int step = 0; step < WARP_Q * CHUNKS_PER_ROW / 32; ++step) {
+        const int chunk = step * 32 + lane;
+        const int row = warp_row0 + chunk / CHUNKS_PER_ROW;
+        const int col = chunk % CHUNKS_PER_ROW * CHUNK;
+        if (q0 + row < seq_len_q) {
+            *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * q_stride + col]) =
+                *reinterpret_cast<const uint4*>(&o_smem[smem_index(row, col)]);
         }
     }
 }

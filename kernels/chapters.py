@@ -5,11 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
 
 from kernels.launch import AttentionKernel
 
@@ -19,13 +16,17 @@ CHAPTER_FOLDER = re.compile(r"k(\d\d)_(\w+)")
 
 @dataclass(frozen=True)
 class Chapter:
-    """One rung of the ladder: its number, folder slug, one-line title and ``attention`` function."""
+    """One rung of the ladder: its number, folder slug, one-line title and kernel (its loader's ``KERNEL``)."""
 
     number: int
     slug: str
     title: str
-    attention: Callable[..., torch.Tensor]
     kernel: AttentionKernel
+
+    @property
+    def attention(self) -> AttentionKernel:
+        """The chapter's attention: ``chapter.attention(q, k, v, causal=False, out=None)`` launches its kernel."""
+        return self.kernel
 
     @property
     def name(self) -> str:
@@ -45,7 +46,7 @@ def chapters() -> list[Chapter]:
         match = CHAPTER_FOLDER.fullmatch(folder.name)
         if match and (folder / "loader.py").exists():
             loader = importlib.import_module(f"{folder.name}.loader")
-            found.append(Chapter(int(match.group(1)), match.group(2), loader.TITLE, loader.attention, loader.KERNEL))
+            found.append(Chapter(int(match.group(1)), match.group(2), loader.TITLE, loader.KERNEL))
     return found
 
 
@@ -57,7 +58,7 @@ def load_chapter(folder: Path) -> Chapter:
     spec = importlib.util.spec_from_file_location(f"{folder.name}.loader", folder / "loader.py")
     loader = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loader)
-    return Chapter(int(match.group(1)), match.group(2), loader.TITLE, loader.attention, loader.KERNEL)
+    return Chapter(int(match.group(1)), match.group(2), loader.TITLE, loader.KERNEL)
 
 
 def select(chapter_list: list[Chapter], wanted: str | None) -> list[Chapter]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import math
+import operator
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,70 @@ HEAD_DIM = 128
 # The element types the kernels take, by the names the command line uses.
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 MAX_GRID_YZ = 65535  # heads go on grid.y and the batch on grid.z: CUDA caps both
+# A file-scope integer constant of a kernel: "constexpr int NAME = expr;" or "constexpr int A = 1, B = 2;".
+CONSTEXPR_INT = re.compile(r"^constexpr int ([^;]+);", re.MULTILINE)
+INT_RANGE = range(-(2**31), 2**31)  # a C++ int
+
+
+def _c_divide(a: int, b: int) -> int:
+    """C++ integer division: the quotient truncated toward zero (Python's // floors it)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+def _c_remainder(a: int, b: int) -> int:
+    """C++ %: the remainder takes the sign of the dividend, so that a == (a / b) * b + a % b."""
+    return a - _c_divide(a, b) * b
+
+
+C_OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: _c_divide,
+    ast.Mod: _c_remainder,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
+
+
+def _evaluate(node: ast.expr, known: dict[str, int]) -> int:
+    """An integer expression of literals, earlier constants, + - * / % << >> and parentheses, as C++ computes it."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        value = node.value
+    elif isinstance(node, ast.Name) and node.id in known:
+        value = known[node.id]
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _evaluate(node.operand, known) * (-1 if isinstance(node.op, ast.USub) else 1)
+    elif isinstance(node, ast.BinOp) and type(node.op) in C_OPERATORS:
+        value = C_OPERATORS[type(node.op)](_evaluate(node.left, known), _evaluate(node.right, known))
+    else:
+        raise ValueError(f"not an integer expression of earlier constants: {ast.unparse(node)!r}")
+    if value not in INT_RANGE:
+        raise ValueError(f"{ast.unparse(node)!r} is {value}, past what a C++ int holds")
+    return value
+
+
+def kernel_constants(source: Path) -> dict[str, int]:
+    """A kernel's file-scope ``constexpr int`` constants, evaluated in file order as the C++ compiler does.
+
+    They are the one home of a chapter's launch shape (BLOCK_Q, N_THREADS, SMEM_BYTES, the TMA box): the
+    runtime reads them here instead of a loader restating them. A constant this cannot evaluate is a ValueError
+    naming it, not a guess.
+    """
+    constants: dict[str, int] = {}
+    for declaration in CONSTEXPR_INT.findall(source.read_text()):
+        for declarator in declaration.split(","):
+            # One line of Python, however the C++ wraps it.
+            name, equals, expression = (" ".join(part.split()) for part in declarator.partition("="))
+            try:
+                if not (equals and name.isidentifier()):
+                    raise ValueError("expected NAME = expression")
+                constants[name] = _evaluate(ast.parse(expression, mode="eval").body, constants)
+            except (SyntaxError, ValueError, ZeroDivisionError) as error:
+                declared = " ".join(declarator.split())
+                raise ValueError(f"{source}: cannot read constexpr int {declared!r}: {error}") from error
+    return constants
 
 
 class KernelError(RuntimeError):
@@ -142,34 +209,35 @@ def load_function(
 class AttentionKernel:
     """One chapter's ``flash_attention`` kernel: compiled with NVRTC on first use, launched through CuPy.
 
-    The launch shape lives here, next to the constants of the ``.cu`` it must agree with (a CPU test
-    checks that it does): one block of ``n_threads`` per ``block_q`` query rows of one (batch, head).
+    The launch shape is read from the ``.cu`` itself (``kernel_constants``): one block of ``N_THREADS`` per
+    ``BLOCK_Q`` query rows of one (batch, head), with ``SMEM_BYTES`` of dynamic shared memory. What the
+    ``.cu``'s constants do not say, the loader passes:
 
     ``arch`` names the one architecture a kernel is built for when it uses instructions of that chip alone
     (``"sm_90a"``: Hopper's wgmma); without it the kernel is built for whichever GPU it runs on.
 
-    ``tensor_map_box`` = (rows, columns) is for a kernel that copies with TMA: it takes q, k and v as tensor
-    maps, built per call, whose copies move that box of one head (see ``kernels.tma``), instead of pointers.
+    ``tensor_maps``: the kernel copies with TMA and takes q, k and v as tensor maps, built per call, whose
+    copies move a box of one head (see ``kernels.tma``): ``BLOCK_KV`` rows by ``PLANE`` columns, one plane of
+    a tile. ``persistent``: one block per SM works through the query tiles; the batch size is the last argument.
+
+    Under torch.compile a launch is a graph break: Dynamo runs it as it is, between the graphs it compiles
+    (``torch.ops.fa_ladder.attention`` is the form that compiles into one graph).
     """
 
     def __init__(
-        self,
-        source: Path,
-        *,
-        block_q: int,
-        n_threads: int,
-        smem_bytes: int,
-        arch: str | None = None,
-        tensor_map_box: tuple[int, int] | None = None,
-        persistent: bool = False,
+        self, source: Path, *, arch: str | None = None, tensor_maps: bool = False, persistent: bool = False
     ) -> None:
         self.source = source
         self.chapter = source.parent.name
-        self.block_q = block_q
-        self.n_threads = n_threads
-        self.smem_bytes = smem_bytes
+        constants = kernel_constants(source)
+        needed = ("BLOCK_Q", "N_THREADS", "SMEM_BYTES", *(("BLOCK_KV", "PLANE") if tensor_maps else ()))
+        if missing := [name for name in needed if name not in constants]:
+            raise ValueError(f"{source}: no constexpr int {', '.join(missing)}, where the launch reads its shape")
+        self.block_q = constants["BLOCK_Q"]
+        self.n_threads = constants["N_THREADS"]
+        self.smem_bytes = constants["SMEM_BYTES"]
         self.arch = arch
-        self.tensor_map_box = tensor_map_box
+        self.tensor_map_box = (constants["BLOCK_KV"], constants["PLANE"]) if tensor_maps else None
         self.persistent = persistent
         self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
 
@@ -188,6 +256,7 @@ class AttentionKernel:
         """The architectures the kernel must compile for: the GPUs the ladder is measured on."""
         return (self.arch,) if self.arch else ("sm_80", "sm_90")
 
+    @torch.compiler.disable  # NumPy scalars and CuPy launches are nothing Dynamo can trace
     def __call__(
         self,
         q: torch.Tensor,

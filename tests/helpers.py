@@ -17,6 +17,7 @@ import torch
 
 from kernels import chapters
 from kernels.build import ALL_INSTANCES, compile_nvrtc
+from kernels.launch import kernel_constants
 from kernels.tools.ablations import ablations, is_variant
 from kernels.tools.sass import disassemble, opcodes
 from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
@@ -97,12 +98,8 @@ def changed(diff: list[str]) -> list[str]:
 
 
 def source_constant(kernel, name: str) -> int | None:
-    """A kernel's ``constexpr int``, a number or an expression of its other constants (1 + STAGES); None if absent."""
-    definitions = dict(re.findall(r"constexpr int (\w+) = ([\w\s()+*/-]+);", kernel.source.read_text()))
-    if name not in definitions:
-        return None
-    others = {other: source_constant(kernel, other) for other in re.findall(r"[A-Z_]+", definitions[name])}
-    return eval(definitions[name].replace("/", "//"), {"__builtins__": {}}, others)  # C++ integer division
+    """A kernel's ``constexpr int`` as the runtime reads it (``kernel_constants``); None if the kernel has none."""
+    return kernel_constants(kernel.source).get(name)
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from kernels import chapters
 from kernels.build import compile_nvrtc, nvrtc_version
 from kernels.tools.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
 from kernels.tools.sass import resource_usage
-from tests.helpers import changed, deepest_wait, sass_text, source_constant, tile_loop, total
+from tests.helpers import changed, deepest_wait, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
 LADDER = {c.name: c for c in chapters()}
@@ -91,16 +91,6 @@ def test_kernel8_without_chapter7s_addressing_needs_every_register():
     assert max(used["REG"] for used in usage.values()) == 255
 
 
-def test_variant_launch_shape_matches_kernel_constants(variant):
-    """As for the chapters; a padded variant's rows are HEAD_DIM + ROW_PAD values long."""
-    block_q, block_kv = source_constant(variant, "BLOCK_Q"), source_constant(variant, "BLOCK_KV")
-    n_warps, stages = source_constant(variant, "N_WARPS"), source_constant(variant, "STAGES") or 1
-    producer_warps = source_constant(variant, "PRODUCER_WARPS") or 0
-    barriers, slack = source_constant(variant, "N_BARRIERS") or 0, source_constant(variant, "SMEM_ALIGN") or 0
-    row = source_constant(variant, "HEAD_DIM") + (source_constant(variant, "ROW_PAD") or 0)
-    assert variant.kernel.block_q == block_q
-    assert variant.kernel.n_threads == (n_warps + producer_warps) * 32
-    assert variant.kernel.smem_bytes == (block_q + 2 * stages * block_kv) * row * 2 + barriers * 8 + slack
 
 
 def without_header(lines: list[str]) -> list[str]:
@@ -126,10 +116,12 @@ def test_variant_is_its_parent_with_one_small_change(variant):
     mine, theirs, before, chapter = ([line.strip() for line in lines] for lines in (mine, theirs, before, chapter))
     carried = (Counter(mine) - Counter(theirs), Counter(theirs) - Counter(mine)) == (
         Counter(chapter) - Counter(before), Counter(before) - Counter(chapter))
-    assert 0 < changed_lines(theirs, mine) <= 12 or carried
+    # The few lines: twelve for the idea, and where it changes the shared memory, SMEM_BYTES and the kernel's
+    # static_assert on it (the launch shape lives in the kernel), one line each.
+    assert 0 < changed_lines(theirs, mine) <= 12 + 2 * 2 or carried
     loaders = [c.source.with_name("loader.py").read_text().splitlines() for c in (parent(variant), variant)]
-    # Past the docstring: the title, the launch constants and the shared-memory size, one line each at most.
-    assert changed_lines(*(lines[1:] for lines in loaders)) <= 2 * 3
+    # Past the docstring: the title, one line.
+    assert changed_lines(*(lines[1:] for lines in loaders)) <= 2
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ import pytest
 
 from kernels import HEAD_DIM, build
 from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, ptxas_resources
+from kernels.launch import kernel_constants
 from kernels.tools.inspection import sass_counts
-from kernels.tools.sass import resource_usage
+from kernels.tools.sass import cuobjdump, resource_usage
 from tests.helpers import (
     CHAPTERS,
     deepest_wait,
@@ -70,23 +71,95 @@ def test_build_architectures(sass):
         wgmma[0].kernel.build_arch("sm_80")
 
 
-def test_loader_launch_shape_matches_kernel_constants(chapter):
-    """Threads (the N_WARPS that compute, and from chapter 12 a warpgroup that only copies), shared memory (tiles,
-    8-byte mbarriers from chapter 11 on, alignment slack) and, for TMA, the box of one copy: one plane of a tile."""
-    block_q, block_kv = source_constant(chapter, "BLOCK_Q"), source_constant(chapter, "BLOCK_KV")
-    n_warps, stages = source_constant(chapter, "N_WARPS"), source_constant(chapter, "STAGES") or 1
-    producer_warps = source_constant(chapter, "PRODUCER_WARPS") or 0
-    barriers = source_constant(chapter, "N_BARRIERS") or 0
-    slack = source_constant(chapter, "SMEM_ALIGN") or 0  # bytes the kernel may skip to align its tiles
-    q_tiles = source_constant(chapter, "Q_TILES") or 1  # from chapter 15: two Q buffers and O's
-    assert source_constant(chapter, "HEAD_DIM") == HEAD_DIM
-    assert chapter.kernel.block_q == block_q
-    assert chapter.kernel.n_threads == (n_warps + producer_warps) * 32
-    tiles = q_tiles * block_q + 2 * stages * block_kv  # rows of HEAD_DIM 16-bit values
-    assert chapter.kernel.smem_bytes == tiles * HEAD_DIM * 2 + barriers * 8 + slack
-    takes_tensor_maps = "__grid_constant__ TensorMap" in chapter.source.read_text()
-    expected_box = (block_kv, source_constant(chapter, "PLANE")) if takes_tensor_maps else None
-    assert chapter.kernel.tensor_map_box == expected_box
+def test_constants_are_read_with_cpp_arithmetic(tmp_path):
+    """Integer division truncates toward zero and % keeps the dividend's sign, as in C++; NVRTC agrees."""
+    source = tmp_path / "k00_probe" / "flash_attention.cu"
+    source.parent.mkdir()
+    source.write_text(
+        "constexpr int A = -7 / 2, B = -7 % 2;  // a comment; with a semicolon\n"
+        "constexpr int C = (A + 1) * 3 <<\n    2;  // wrapped over two lines\n"
+        "  constexpr int NOT_AT_FILE_SCOPE = 1;\n"
+    )
+    constants = kernel_constants(source)
+    assert constants == {"A": -3, "B": -1, "C": -24}
+    asserts = "".join(f'static_assert({name} == {value}, "{name}");\n' for name, value in constants.items())
+    source.write_text(source.read_text() + asserts)
+    compile_nvrtc(source, "sm_80", instances=())  # a BuildError if C++ computes another value
+
+
+@pytest.mark.parametrize("line", ["constexpr int A = sizeof(int);", "constexpr int A = B + 1;", "constexpr int A;"])
+def test_a_constant_the_runtime_cannot_read_is_named(tmp_path, line):
+    source = tmp_path / "flash_attention.cu"
+    source.write_text(line + "\n")
+    with pytest.raises(ValueError, match="cannot read constexpr int 'A"):
+        kernel_constants(source)
+
+
+def assert_constants_read_as_compiled(chapter, tmp_path) -> None:
+    """The launch shape comes from the .cu: NVRTC, compiling the kernel, asserts each value the runtime read."""
+    constants = kernel_constants(chapter.source)
+    assert constants["HEAD_DIM"] == HEAD_DIM
+    assert (chapter.kernel.block_q, chapter.kernel.n_threads, chapter.kernel.smem_bytes) == (
+        constants["BLOCK_Q"], constants["N_THREADS"], constants["SMEM_BYTES"])
+    probe = tmp_path / chapter.name / "flash_attention.cu"
+    probe.parent.mkdir()
+    asserts = "".join(f'static_assert({name} == {value}, "{name}");\n' for name, value in constants.items())
+    probe.write_text(chapter.source.read_text() + "\n" + asserts)
+    compile_nvrtc(probe, chapter.kernel.build_arch("sm_90"), instances=())
+
+
+def test_the_runtime_reads_the_kernels_constants_as_the_compiler_does(chapter_or_variant, tmp_path):
+    assert_constants_read_as_compiled(chapter_or_variant, tmp_path)
+
+
+# "Index : 0x0  Ordinal : 0x9  Offset : 0x1cc  Size : 0x4": the tenth parameter is 4 bytes
+PARAMETER = re.compile(r"Ordinal\s*:\s*(0x[0-9a-f]+)\s+Offset\s*:\s*0x[0-9a-f]+\s+Size\s*:\s*(0x[0-9a-f]+)")
+
+
+def kernel_attributes(cubin) -> dict[str, dict[str, list[int]]]:
+    """Per kernel instance (mangled name), from the cubin's .nv.info: the block size its __launch_bounds__ fixes
+    ("max threads", x y z) and its parameters' sizes in bytes, in order ("parameters")."""
+    attributes = {}
+    for section in re.split(r"^(?=\.\S)", cuobjdump(cubin, "-elf"), flags=re.MULTILINE):
+        if name := re.match(r"\.nv\.info\.(\S+)\n", section):
+            threads = re.search(r"EIATTR_MAX_THREADS\s+Format:\s+\w+\s+Value:\s+([^\n]+)", section).group(1)
+            parameters = PARAMETER.findall(section)
+            attributes[name.group(1)] = {
+                "max threads": [int(n, 16) for n in threads.split()],
+                "parameters": [int(size, 16) for _, size in sorted(parameters, key=lambda p: int(p[0], 16))],
+            }
+    return attributes
+
+
+def launch_parameter_sizes(kernel) -> list[int]:
+    """What ``AttentionKernel.__call__`` passes: q, k and v (pointers, or 128-byte tensor maps), out, the four
+    lengths and head counts, the softmax scale, and for a persistent kernel the batch size."""
+    inputs = [128 if kernel.tensor_map_box else 8] * 3
+    return [*inputs, 8, 4, 4, 4, 4, 4, *([4] if kernel.persistent else [])]
+
+
+def assert_binary_takes_the_launch(chapter) -> None:
+    """Every instance is compiled for blocks of exactly the threads the launch asks for (__launch_bounds__ of
+    N_THREADS), and takes the arguments the launch passes, tensor maps and the batch size included."""
+    for arch in chapter.kernel.build_archs():
+        attributes = kernel_attributes(compile_nvrtc(chapter.source, arch))
+        assert len(attributes) == len(ALL_INSTANCES)
+        for name, attribute in attributes.items():
+            assert attribute["max threads"] == [chapter.kernel.n_threads, 1, 1], f"{name} at {arch}"
+            assert attribute["parameters"] == launch_parameter_sizes(chapter.kernel), f"{name} at {arch}"
+
+
+def test_the_binary_takes_the_launch_the_runtime_makes(chapter_or_variant):
+    assert_binary_takes_the_launch(chapter_or_variant)
+
+
+# The most dynamic shared memory a block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin): A100, H100/H200.
+MAX_DYNAMIC_SMEM = {"sm_80": 163 * 1024, "sm_90": 227 * 1024}
+
+
+def test_shared_memory_fits_the_gpus_it_is_built_for(chapter_or_variant):
+    for arch in chapter_or_variant.kernel.build_archs():
+        assert chapter_or_variant.kernel.smem_bytes <= MAX_DYNAMIC_SMEM[arch.removesuffix("a")], arch
 
 
 def rounds_shared_memory_up_to_1kb(sass: str) -> bool:

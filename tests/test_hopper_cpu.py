@@ -306,7 +306,7 @@ def test_without_cuda_bindings_the_error_names_the_package(monkeypatch):
 def test_a_tma_chapter_names_itself_when_the_maps_cannot_be_made(monkeypatch):
     """The launch turns a TensorMapError into a KernelError that names the chapter (before anything is launched)."""
     monkeypatch.setitem(sys.modules, "cuda.bindings", None)
-    kernel = AttentionKernel(by_number[11].source, block_q=128, n_threads=256, smem_bytes=0, tensor_map_box=(128, 64))
+    kernel = AttentionKernel(by_number[11].source, arch="sm_90a", tensor_maps=True)
     q = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16)
     with pytest.raises(KernelError, match="k11_tma: TMA copies need the CUDA driver's Python bindings"):
         kernel._tensor_maps(q, q, q)

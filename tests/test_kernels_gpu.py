@@ -115,14 +115,9 @@ def test_launch_error_names_the_chapter(chapter):
     names the chapter, and leaves the GPU usable."""
     kernel = chapter.kernel
     too_many_threads = AttentionKernel(
-        kernel.source,
-        block_q=kernel.block_q,
-        n_threads=2 * kernel.n_threads,
-        smem_bytes=kernel.smem_bytes,
-        arch=kernel.arch,
-        tensor_map_box=kernel.tensor_map_box,
-        persistent=kernel.persistent,
+        kernel.source, arch=kernel.arch, tensor_maps=kernel.tensor_map_box is not None, persistent=kernel.persistent
     )
+    too_many_threads.n_threads = 2 * kernel.n_threads
     q, k, v = random_qkv(1, 100, 2, torch.bfloat16)
     with pytest.raises(KernelError, match=f"{chapter.name}: launch of grid"):
         too_many_threads(q, k, v)

@@ -6,8 +6,8 @@
 // stays 16-byte aligned, as ldmatrix and cp.async need. The price is 16 unused bytes per row. Next to
 // kernel 3 it shows what conflict-free rows buy ldmatrix; next to k02_padded, what ldmatrix buys on the
 // same rows; next to kernel 4, whether padding and the swizzle cure the conflicts alike.
-// In the diff: ROW_PAD and SMEM_ROW, the row stride in smem_index() and in the tile offsets, and the
-// loader's shared-memory size.
+// In the diff: ROW_PAD and SMEM_ROW, the row stride in smem_index() and in the tile offsets, and in
+// SMEM_BYTES.
 //
 // One block computes BLOCK_Q query rows of one (batch, head); each of its N_WARPS warps owns 16 of them.
 // q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k, n_kv_heads, HEAD_DIM).
@@ -28,6 +28,9 @@ constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16 = MMA_M: one mma row tile per w
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int ROW_PAD = 8;                 // unused values after each shared-memory row
 constexpr int SMEM_ROW = HEAD_DIM + ROW_PAD;  // 272 bytes: each row starts 4 banks after the last
+constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
+// Dynamic shared memory: what the kernel carves out of it.
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * BLOCK_KV) * SMEM_ROW * ELEMENT_BYTES;
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 
 // ---------------------------------------------------------------------------------------------------
@@ -182,6 +185,7 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     T* q_smem = reinterpret_cast<T*>(smem);
     T* k_smem = q_smem + BLOCK_Q * SMEM_ROW;
     T* v_smem = k_smem + BLOCK_KV * SMEM_ROW;
+    static_assert((BLOCK_Q + 2 * BLOCK_KV) * SMEM_ROW * sizeof(T) <= SMEM_BYTES, "the carve-up above fits in SMEM_BYTES");
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;

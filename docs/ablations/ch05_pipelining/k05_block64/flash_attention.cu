@@ -26,7 +26,11 @@ constexpr int MMA_K = 16;
 constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16 = MMA_M: one mma row tile per warp
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
+constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
+// Dynamic shared memory: what the kernel carves out of it.
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES;
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
+static_assert(STAGES == 2, "the stages trade roles after each tile (swap_stages): the loop is written for two");
 
 // ---------------------------------------------------------------------------------------------------
 // Element-type helpers: the tensor-core instructions and the fp32 -> 16-bit conversion differ by type.
@@ -191,6 +195,8 @@ flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     T* q_smem = reinterpret_cast<T*>(smem);
     T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;          // STAGES tiles
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
+    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) <= SMEM_BYTES,
+                  "the carve-up above fits in SMEM_BYTES");
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BLOCK_Q;

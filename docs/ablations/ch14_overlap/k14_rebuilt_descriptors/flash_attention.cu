@@ -36,8 +36,13 @@ constexpr int STAGES = 2;                  // shared-memory buffers for each of 
 constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 constexpr int PLANE = 64;                  // columns in one plane of a tile: 128 bytes per row
 constexpr int N_BARRIERS = 1 + 4 * STAGES;  // mbarriers after the tiles: Q's; per stage, K's and V's filled and free
-static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * 2 + N_BARRIERS * 8 + SMEM_ALIGN <= 227 * 1024,
-              "the tiles and barriers fit in one block's shared memory on Hopper");
+constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
+constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
+// Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
+                           N_BARRIERS * MBARRIER_BYTES +
+                           SMEM_ALIGN;
+static_assert(SMEM_BYTES <= 227 * 1024, "SMEM_BYTES fits in one block's shared memory on Hopper");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
@@ -173,7 +178,7 @@ __device__ int smem_index(int row, int col) {
     return col / PLANE * BLOCK_KV * PLANE + row * PLANE + ((col % PLANE / CHUNK) ^ (row % 8)) * CHUNK + col % CHUNK;
 }
 
-// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (the loader reserves SMEM_ALIGN bytes
+// The dynamic shared memory, its start rounded up to SMEM_ALIGN bytes (SMEM_BYTES holds SMEM_ALIGN bytes
 // more than the tiles take). wgmma and the TMA apply their swizzle to absolute shared-memory addresses, in
 // 1 KB atoms that must start 1 KB aligned; the tiles are whole multiples of 1 KB, so an aligned start is enough.
 // __align__ on an extern array does not promise where a block's dynamic shared memory begins, so the
@@ -291,7 +296,16 @@ __device__ constexpr unsigned long long descriptor_step(int row0, int col0) {
 
 // ---------------------------------------------------------------------------------------------------
 // The kernel. Grid: (query tiles, heads, batch); one block of N_THREADS threads per query tile.
+// The consumers' work on a query tile is consume_query_tile, after the kernel.
 // ---------------------------------------------------------------------------------------------------
+
+template <typename T, bool CAUSAL>
+__device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_smem,
+                                                   unsigned long long* k_filled, unsigned long long* v_filled,
+                                                   unsigned long long* k_free, unsigned long long* v_free,
+                                                   int lane, int g, int t, int warp_row0, int group_row0,
+                                                   int seq_len_q, int seq_len_k, int q_stride, float softmax_scale,
+                                                   T* o_smem, T* o_head, int q0, int n_tiles);
 
 template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS, 1)
@@ -309,6 +323,10 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     unsigned long long* v_filled = k_filled + STAGES;
     unsigned long long* k_free = v_filled + STAGES;
     unsigned long long* v_free = k_free + STAGES;
+    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
+                      N_BARRIERS * sizeof(*q_barrier) +
+                      SMEM_ALIGN <= SMEM_BYTES,
+                  "the carve-up above fits in SMEM_BYTES");
 
     // The shuffle tells the compiler what is true: warp is the same in every lane of a warp, so what is
     // computed from it (the descriptors of Q) can live in the warp's uniform registers that wgmma reads.
@@ -372,6 +390,22 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     // The consumers: kernel 11's loop without the copies and the block barrier.
     setmaxnreg_inc<CONSUMER_REGISTERS>();
     mbarrier_wait(q_barrier, 0);
+    consume_query_tile<T, CAUSAL>(q_smem, k_smem, v_smem, k_filled, v_filled, k_free, v_free,
+                                  lane, g, t, warp_row0, group_row0, seq_len_q, seq_len_k, q_stride, softmax_scale,
+                                  q_smem, o_head, q0, n_tiles);
+}
+
+// The consumers' work on one query tile, rows q0 ... q0 + BLOCK_Q - 1 of one head: for each of its n_tiles K/V
+// tiles, as the producer fills their stage, S = Q K^T, the online softmax and O += P V; then O, normalised, out.
+// Where this thread works in the tiles (lane, g, t, warp_row0, group_row0) is the kernel's, made once.
+template <typename T, bool CAUSAL>
+__device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_smem,
+                                                   unsigned long long* k_filled, unsigned long long* v_filled,
+                                                   unsigned long long* k_free, unsigned long long* v_free,
+                                                   int lane, int g, int t, int warp_row0, int group_row0,
+                                                   int seq_len_q, int seq_len_k, int q_stride, float softmax_scale,
+                                                   T* o_smem, T* o_head, int q0, int n_tiles) {
+    const int causal_offset = seq_len_k - seq_len_q;  // query i sees keys 0 ... i + causal_offset
 
     // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
     // the running max (in base-2 units: times scale * log2(e)) and this thread's part of the running sum.
@@ -385,7 +419,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     const unsigned long long q_descriptor = smem_descriptor(q_smem, group_row0, 0);
     const unsigned long long k_descriptor = smem_descriptor(k_smem, 0, 0);
     const unsigned long long v_descriptor = smem_descriptor(v_smem, 0, 0);
-    constexpr unsigned long long STAGE_STEP = TILE_BYTES >> 4;  // descriptors count 16-byte units
+    constexpr unsigned long long STAGE_STEP = BLOCK_KV * HEAD_DIM * sizeof(T) >> 4;  // descriptors count 16-byte units
 
     float s_acc[BLOCK_KV / MMA_N][4];
     unsigned p_frag[BLOCK_KV / MMA_K][4];
@@ -509,7 +543,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     wgmma_wait<0>();
     pin_registers(o_acc);
 
-    // Normalise, convert to 16 bits and stage this warp's rows in q_smem (no wgmma reads it any more),
+    // Normalise, convert to 16 bits and stage this warp's rows in o_smem (Q's tile: no wgmma reads it any more),
     // so that the global writes can be whole 16-byte vectors instead of 4-byte pairs.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -520,7 +554,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
         for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
             const unsigned pair =
                 pack_floats<T>(o_acc[mma_n][2 * h] * inverse_sum, o_acc[mma_n][2 * h + 1] * inverse_sum);
-            *reinterpret_cast<unsigned*>(&q_smem[smem_index(warp_row0 + g + 8 * h, mma_n * MMA_N + 2 * t)]) = pair;
+            *reinterpret_cast<unsigned*>(&o_smem[smem_index(warp_row0 + g + 8 * h, mma_n * MMA_N + 2 * t)]) = pair;
         }
     }
     __syncwarp();
@@ -532,7 +566,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
         const int col = chunk % CHUNKS_PER_ROW * CHUNK;
         if (q0 + row < seq_len_q) {
             *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * q_stride + col]) =
-                *reinterpret_cast<const uint4*>(&q_smem[smem_index(row, col)]);
+                *reinterpret_cast<const uint4*>(&o_smem[smem_index(row, col)]);
         }
     }
 }
