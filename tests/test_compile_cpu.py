@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.conftest import CHAPTERS
+from tests.helpers import CHAPTERS
 
 
 def cpu_qkv() -> list[torch.Tensor]:
