@@ -80,7 +80,10 @@ def environment_lines(run: Run) -> str:
         f"- command: `{env.get('command', '?')}`\n"
         f"- GPU: {env.get('device', '?')}; CUDA driver {driver_version(env.get('cuda_driver'))}, "
         f"runtime {env.get('cuda_runtime', '?')}\n"
-        f"- torch {env.get('torch', '?')}, cupy {env.get('cupy', '?')}, Python {env.get('python', '?')}\n"
+        f"- torch {env.get('torch', '?')}, cupy {env.get('cupy', '?')}, Python {env.get('python', '?')}"
+        + "".join(f", {name} {env[key]}" for key, name in (("nvrtc", "NVRTC"), ("flash_attn_4", "flash-attn-4"))
+                  if key in env)
+        + "\n"
         f"- date: {env.get('date', '?')}"
     )
 
@@ -114,6 +117,7 @@ OTHER_RUNS = {
     "fp16": "fp16.json",
     "Grouped K/V heads": "gqa.json",
     "A KV cache: a block of new queries against longer keys, causal": "kv_cache.json",
+    "FlashAttention-4 beside chapters 14-16 (4,096 keys, full and causal; 1,024; 16,384)": "fa4_k14_to_k16.json",
 }
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from kernels.build import nvrtc_version
 from kernels.chapters import Chapter, chapters, select
 from kernels.launch import DTYPES, gpu_arch
 from kernels.tools.ceilings import Ceilings, instruction_family, load_ceilings
@@ -89,6 +90,7 @@ def environment(command: str) -> dict:
         "cuda_runtime": torch.version.cuda,
         "torch": torch.__version__,
         "cupy": cupy.__version__,
+        "nvrtc": nvrtc_version(),  # it compiled the chapters: another version emits other code
         **({"flash_attn_4": version} if (version := fa4_version()) else {}),
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
