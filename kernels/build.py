@@ -149,8 +149,9 @@ def nvrtc_options(arch: str) -> list[str]:
 
 def nvrtc_key(source: Path, arch: str, instances: tuple[str, ...] = ALL_INSTANCES) -> str:
     """What identifies an NVRTC compile: the same source text, instances, NVRTC, options and headers give one cubin."""
-    return cache_key(source.read_text(), source.name, *instances, nvrtc_version(), *nvrtc_options(arch),
-                     headers_digest())
+    return cache_key(
+        source.read_text(), source.name, *instances, nvrtc_version(), *nvrtc_options(arch), headers_digest()
+    )
 
 
 @functools.cache

@@ -33,8 +33,13 @@ def parent(variant):
 
 
 def test_there_are_five_sets_in_chapter_order():
-    assert [a.name for a in ABLATIONS] == ["ch03_ldmatrix", "ch05_pipelining", "ch07_addressing", "ch14_overlap",
-                                        "ch16_softmax_chains"]
+    assert [a.name for a in ABLATIONS] == [
+        "ch03_ldmatrix",
+        "ch05_pipelining",
+        "ch07_addressing",
+        "ch14_overlap",
+        "ch16_softmax_chains",
+    ]
     assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16]
 
 
@@ -91,8 +96,6 @@ def test_kernel8_without_chapter7s_addressing_needs_every_register():
     assert max(used["REG"] for used in usage.values()) == 255
 
 
-
-
 def without_header(lines: list[str]) -> list[str]:
     """A kernel's lines after its opening comment, which says what the file is and so differs by design."""
     return list(itertools.dropwhile(lambda line: line.startswith("//"), lines))
@@ -110,12 +113,17 @@ def test_variant_is_its_parent_with_one_small_change(variant):
     assert mine[0].startswith(f"// Ablation of chapter {ablation.number}, derived from kernel {variant.number}:")
     mine, theirs = without_header(mine), without_header(theirs)
     # A few lines, or exactly the lines the ablated chapter adds to and removes from the one before it.
-    before, chapter = [without_header(c.source.read_text().splitlines()) for c in LADDER.values()
-                       if c.number in (ablation.number - 1, ablation.number)]
+    before, chapter = [
+        without_header(c.source.read_text().splitlines())
+        for c in LADDER.values()
+        if c.number in (ablation.number - 1, ablation.number)
+    ]
     # Compared without indentation: the chapter may run the same lines one loop deeper than the variant.
     mine, theirs, before, chapter = ([line.strip() for line in lines] for lines in (mine, theirs, before, chapter))
     carried = (Counter(mine) - Counter(theirs), Counter(theirs) - Counter(mine)) == (
-        Counter(chapter) - Counter(before), Counter(before) - Counter(chapter))
+        Counter(chapter) - Counter(before),
+        Counter(before) - Counter(chapter),
+    )
     # The few lines: twelve for the idea, and where it changes the shared memory, SMEM_BYTES and the kernel's
     # static_assert on it (the launch shape lives in the kernel), one line each.
     assert 0 < changed_lines(theirs, mine) <= 12 + 2 * 2 or carried

@@ -100,7 +100,10 @@ def assert_constants_read_as_compiled(chapter, tmp_path) -> None:
     constants = kernel_constants(chapter.source)
     assert constants["HEAD_DIM"] == HEAD_DIM
     assert (chapter.kernel.block_q, chapter.kernel.n_threads, chapter.kernel.smem_bytes) == (
-        constants["BLOCK_Q"], constants["N_THREADS"], constants["SMEM_BYTES"])
+        constants["BLOCK_Q"],
+        constants["N_THREADS"],
+        constants["SMEM_BYTES"],
+    )
     probe = tmp_path / chapter.name / "flash_attention.cu"
     probe.parent.mkdir()
     asserts = "".join(f'static_assert({name} == {value}, "{name}");\n' for name, value in constants.items())
@@ -286,8 +289,11 @@ def test_a_torn_cache_file_is_compiled_again(cache, monkeypatch):
 def test_the_key_changes_with_everything_that_decides_the_cubin(cache, monkeypatch):
     """Source text, architecture, instances, NVRTC's version, its options and the CUDA headers."""
     _, source = cache
-    keys = {build.nvrtc_key(source, "sm_80", TINY_INSTANCES), build.nvrtc_key(source, "sm_90", TINY_INSTANCES),
-            build.nvrtc_key(source, "sm_80", ("tiny<float>",))}
+    keys = {
+        build.nvrtc_key(source, "sm_80", TINY_INSTANCES),
+        build.nvrtc_key(source, "sm_90", TINY_INSTANCES),
+        build.nvrtc_key(source, "sm_80", ("tiny<float>",)),
+    }
     monkeypatch.setattr(build, "nvrtc_version", lambda: "12.0")
     keys.add(build.nvrtc_key(source, "sm_80", TINY_INSTANCES))
     monkeypatch.setattr(build, "headers_digest", lambda: "other headers")
@@ -304,8 +310,10 @@ def test_the_key_changes_with_everything_that_decides_the_cubin(cache, monkeypat
 def test_nvcc_builds_are_kept_on_disk_too(cache, monkeypatch):
     """Keyed by the kernel's text, nvcc's version and its command line."""
     _, source = cache
-    source.write_text("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
-                      "template <typename T, bool CAUSAL> __global__ void flash_attention(T* out) { out[0] = T(); }\n")
+    source.write_text(
+        "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
+        "template <typename T, bool CAUSAL> __global__ void flash_attention(T* out) { out[0] = T(); }\n"
+    )
     calls = counting(monkeypatch, "run_nvcc")
     first = compile_nvcc(source, "sm_80")
     assert compile_nvcc(source, "sm_80") == first and len(calls) == 1

@@ -13,8 +13,11 @@ CHAPTER_PAGES = {int(page.name[:2]): page for page in PAGES if re.match(r"\d\d_"
 # A chapter folder kNN_slug/ with a loader.py has its page docs/NN_slug.md; an ablation set docs/ablations/chNN_*/
 # puts its grid on page NN.
 CHAPTER_FOLDERS = sorted(folder for folder in ROOT.glob("k[0-9][0-9]_*") if (folder / "loader.py").exists())
-ABLATION_PAGES = {int(folder.name[2:4]): f"ablation-{folder.name[:4]}"
-                  for folder in (DOCS / "ablations").glob("ch[0-9][0-9]_*") if (folder / "ablation.py").exists()}
+ABLATION_PAGES = {
+    int(folder.name[2:4]): f"ablation-{folder.name[:4]}"
+    for folder in (DOCS / "ablations").glob("ch[0-9][0-9]_*")
+    if (folder / "ablation.py").exists()
+}
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 MARKER = re.compile(r"<!-- results:([\w-]+):(start|end) -->")
@@ -91,7 +94,8 @@ def test_chapter_pages_hold_their_results_blocks(number):
     """Every chapter page after the first carries its step's table, and the page of each ablation set its grid,
     for make_results.py to fill."""
     expected = ([ABLATION_PAGES[number]] if number in ABLATION_PAGES else []) + (
-        [f"step-{number:02d}"] if number > 1 else [])
+        [f"step-{number:02d}"] if number > 1 else []
+    )
     assert sorted(marker_names(CHAPTER_PAGES[number])) == sorted(expected)
 
 
@@ -120,8 +124,12 @@ def test_placeholders_name_their_source(page):
 def test_a_lane_holds_each_accumulator_element_once(figures):
     """The S and O maps of figures block_rows and kv128_scores: 32 lanes cover a warp's tile exactly."""
     for n_tiles in (8, 16):
-        cells = [(row, col + i) for lane in range(32) for row, col in figures.accumulators.lane_pairs(lane, n_tiles)
-                 for i in range(2)]
+        cells = [
+            (row, col + i)
+            for lane in range(32)
+            for row, col in figures.accumulators.lane_pairs(lane, n_tiles)
+            for i in range(2)
+        ]
         assert sorted(cells) == [(row, col) for row in range(16) for col in range(8 * n_tiles)]
 
 

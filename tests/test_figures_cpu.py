@@ -79,12 +79,16 @@ def test_l2_intensity_is_block_q_diluted_by_the_q_and_o_tiles(figures, block_q):
 
 def synthetic_peak(path: Path, device: str) -> Path:
     """A peak.json in the format `runner.py peak --json` writes, with made-up ceilings."""
-    path.write_text(json.dumps({
-        "environment": {"device": device},
-        "ceilings": {"mma.sync": {"tflops": 600.0}, "wgmma": {"tflops": 800.0}},
-        "details": {"torch.matmul 8192^3 bf16": {"tflops": 700.0}},
-        "memory": {"dram copy": {"tbps": 4.0}, "l2 read": {"tbps": 8.0}},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "environment": {"device": device},
+                "ceilings": {"mma.sync": {"tflops": 600.0}, "wgmma": {"tflops": 800.0}},
+                "details": {"torch.matmul 8192^3 bf16": {"tflops": 700.0}},
+                "memory": {"dram copy": {"tbps": 4.0}, "l2 read": {"tbps": 8.0}},
+            }
+        )
+    )
     return path
 
 

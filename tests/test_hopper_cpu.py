@@ -192,7 +192,8 @@ def test_chapter15_initialises_every_barrier_and_stages_o_in_its_own_tile(sass):
     free barrier per buffer); shared memory grows by two tiles, the second Q buffer and O's, and those barriers."""
     k14, k15 = by_number[14], by_number[15]
     assert {n: sass[n]["SYNCS.EXCH.64"] for n in (14, 15)} == {
-        n: source_constant(by_number[n], "N_BARRIERS") for n in (14, 15)}
+        n: source_constant(by_number[n], "N_BARRIERS") for n in (14, 15)
+    }
     tile_bytes = source_constant(k15, "BLOCK_Q") * source_constant(k15, "HEAD_DIM") * 2
     assert k15.kernel.smem_bytes - k14.kernel.smem_bytes == 2 * tile_bytes + 3 * 8
 
@@ -335,8 +336,10 @@ def test_the_producer_schedule_keeps_the_barriers_rules(figures):
     are in; kernel 11's lockstep starts every tile of both warpgroups at once, kernel 12's finishes no later."""
     bars = figures.warp_specialized.schedule_producer()
     copies = {tile: start for name, tile, start, _ in bars if name == "copies"}
-    groups = [{tile: (start, start + length) for name, tile, start, length in bars if name == f"warpgroup {g}"}
-              for g in range(2)]
+    groups = [
+        {tile: (start, start + length) for name, tile, start, length in bars if name == f"warpgroup {g}"}
+        for g in range(2)
+    ]
     for tile, start in copies.items():
         if tile >= 2:
             assert start >= max(group[tile - 2][1] for group in groups)
@@ -428,15 +431,20 @@ def work_at(tmp_path_factory):
             break
     folder = tmp_path_factory.mktemp("work_at")
     source, program = folder / "schedule.cpp", folder / "schedule"
-    source.write_text(HOST_SCHEDULE.format(block_q=source_constant(chapter, "BLOCK_Q"),
-                                           block_kv=source_constant(chapter, "BLOCK_KV"),
-                                           work_at="\n".join(lines[start:end + 1])))
+    source.write_text(
+        HOST_SCHEDULE.format(
+            block_q=source_constant(chapter, "BLOCK_Q"),
+            block_kv=source_constant(chapter, "BLOCK_KV"),
+            work_at="\n".join(lines[start : end + 1]),
+        )
+    )
     built = subprocess.run([compiler, "-std=c++17", "-o", str(program), str(source)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
 
     def schedule(q_tiles: int, n_heads: int, batch: int, grid: int) -> list[list[list[tuple[int, int, int]]]]:
-        ran = subprocess.run([str(program), *map(str, (q_tiles, n_heads, batch, grid))], capture_output=True,
-                             text=True, check=True)
+        ran = subprocess.run(
+            [str(program), *map(str, (q_tiles, n_heads, batch, grid))], capture_output=True, text=True, check=True
+        )
         blocks = [[] for _ in range(grid)]
         for line in ran.stdout.splitlines():
             block, step, tile, head, b = map(int, line.split())
@@ -448,8 +456,10 @@ def work_at(tmp_path_factory):
     return schedule
 
 
-@pytest.mark.parametrize("q_tiles, n_heads, batch, grid", [(32, 16, 16, 132), (3, 2, 2, 12), (1, 1, 1, 1),
-                                                          (7, 5, 3, 132), (8, 1, 1, 132), (129, 3, 1, 132)])
+@pytest.mark.parametrize(
+    "q_tiles, n_heads, batch, grid",
+    [(32, 16, 16, 132), (3, 2, 2, 12), (1, 1, 1, 1), (7, 5, 3, 132), (8, 1, 1, 132), (129, 3, 1, 132)],
+)
 def test_chapter15_pairs_cover_every_query_tile_once(work_at, q_tiles, n_heads, batch, grid):
     """Every (tile, head, batch) is computed by exactly one block. Causal, the two tiles of a pair run q_tiles + 1
     key tiles together, the longer first; only the middle tile of an odd count is alone."""

@@ -234,8 +234,9 @@ def test_inspect_for_sm_80_leaves_out_the_hopper_only_chapter(capsys):
     assert ran.code == 0, ran.err
     assert "k08" in ran.out and "k09" not in ran.out
     assert "k09_wgmma left out: it is built for sm_90a only" in ran.err
-    assert_one_line_error(run_command(capsys, "inspect", "9", "--arch", "sm_80"), 2,
-                          "none of the chosen chapters builds for sm_80")
+    assert_one_line_error(
+        run_command(capsys, "inspect", "9", "--arch", "sm_80"), 2, "none of the chosen chapters builds for sm_80"
+    )
 
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_70"])

@@ -28,27 +28,49 @@ Prose between.
 
 Prose after.
 """
-GRID = {"name": "ch03_ldmatrix", "title": "loads against layouts", "rows": ["per-lane loads", "ldmatrix"],
-        "columns": ["256-byte rows"], "cells": [["per-lane loads", "256-byte rows", "k02_cp_async"],
-                                                ["ldmatrix", "256-byte rows", "k03_ldmatrix"]]}
+GRID = {
+    "name": "ch03_ldmatrix",
+    "title": "loads against layouts",
+    "rows": ["per-lane loads", "ldmatrix"],
+    "columns": ["256-byte rows"],
+    "cells": [["per-lane loads", "256-byte rows", "k02_cp_async"], ["ldmatrix", "256-byte rows", "k03_ldmatrix"]],
+}
 
 
 def saved(path: Path, causal: bool, round_ms: dict[str, list[float]], grid: dict | None = None) -> None:
     """A new-format file: one run whose rows have these per-round medians (one repeat each)."""
-    rows = [{"name": name, "kind": "reference" if name.startswith("torch") else "chapter", "family": None,
-             "max_abs": 1e-3, "rel_l2": 2e-3, "ok": None, "samples_ms": [[ms] for ms in times]}
-            for name, times in round_ms.items()]
+    rows = [
+        {
+            "name": name,
+            "kind": "reference" if name.startswith("torch") else "chapter",
+            "family": None,
+            "max_abs": 1e-3,
+            "rel_l2": 2e-3,
+            "ok": None,
+            "samples_ms": [[ms] for ms in times],
+        }
+        for name, times in round_ms.items()
+    ]
     rounds = len(next(iter(round_ms.values())))
     shape = {"batch": 1, "seq_len": 64, "heads": 1, "head_dim": 128, "dtype": "bf16", "causal": causal}
-    run = {"shape": shape, "environment": {"device": "Test GPU", "command": f"python runner.py --json {path.name}"},
-           "flops": 1e12, "order": [rotated(list(round_ms), i) for i in range(rounds)], "rows": rows}
+    run = {
+        "shape": shape,
+        "environment": {"device": "Test GPU", "command": f"python runner.py --json {path.name}"},
+        "flops": 1e12,
+        "order": [rotated(list(round_ms), i) for i in range(rounds)],
+        "rows": rows,
+    }
     path.write_text(json.dumps([{**run, "grid": grid} if grid else run]))
 
 
 @pytest.fixture
 def results(tmp_path):
-    times = {"torch FA2": [1.0, 1.0, 1.0], "k01_naive": [8.0, 8.0, 8.0], "k02_cp_async": [4.0, 4.0, 4.4],
-             "k03_ldmatrix": [4.0, 4.2, 4.2]}
+    times = {
+        "torch FA2": [1.0, 1.0, 1.0],
+        "k01_naive": [8.0, 8.0, 8.0],
+        "k02_cp_async": [4.0, 4.0, 4.4],
+        "k03_ldmatrix": [4.0, 4.2, 4.2],
+    }
     saved(tmp_path / "headline.json", False, times)
     saved(tmp_path / "causal.json", True, {**times, "k03_ldmatrix": [3.6, 3.6, 3.8]})
     saved(tmp_path / "ablation_ch03.json", False, times, GRID)
@@ -104,8 +126,16 @@ def test_a_single_round_file_shows_no_spread(results):
 
 # --- the decode section: results/decode.json when it exists ---------------------------------------------------
 
-DECODE_SHAPE = {"batch": 4, "seq_len": 1, "heads": 8, "kv_heads": 2, "kv_len": 1024, "head_dim": 128,
-                "dtype": "bf16", "causal": False}
+DECODE_SHAPE = {
+    "batch": 4,
+    "seq_len": 1,
+    "heads": 8,
+    "kv_heads": 2,
+    "kv_len": 1024,
+    "head_dim": 128,
+    "dtype": "bf16",
+    "causal": False,
+}
 DECODE_BYTES = 2 * (4 * 1 * 8 * 128) * 2 + 2 * (4 * 1024 * 2 * 128) * 2  # Q and O, then K and V, bf16
 
 
@@ -118,8 +148,10 @@ def decode_file(results: Path, device: str = "Test GPU") -> None:
     for kv_len in (1024, 2048):
         shape = {**DECODE_SHAPE, "kv_len": kv_len}
         flops = attention_flops(4, 1, 8, 128, seq_len_k=kv_len)
-        rows = [Row("torch FA2", "reference", [[0.01], [0.02]], 1e-4, 2e-3, flops),
-                Row("k08_kv128", "chapter", [[0.04], [0.04]], 1e-4, 2e-3, flops, ok=True, family="mma.sync")]
+        rows = [
+            Row("torch FA2", "reference", [[0.01], [0.02]], 1e-4, 2e-3, flops),
+            Row("k08_kv128", "chapter", [[0.04], [0.04]], 1e-4, 2e-3, flops, ok=True, family="mma.sync"),
+        ]
         environment = {"device": device, "command": "python runner.py decode --json results/decode.json"}
         runs.append(Run(shape, environment, flops, rows, [["torch FA2", "k08_kv128"]] * 2))
     save_runs(runs, results / "decode.json")
@@ -136,9 +168,15 @@ def test_without_decode_json_the_page_has_no_decode_section(results):
 
 def test_decode_json_is_its_own_section_in_gb_per_s(results):
     decode_file(results)
-    (results / "peak.json").write_text(json.dumps({"environment": {"device": "Test GPU"},
-                                                   "ceilings": {"mma.sync": {"tflops": 500.0}},
-                                                   "memory": {"dram copy": {"tbps": 2.0}}}))
+    (results / "peak.json").write_text(
+        json.dumps(
+            {
+                "environment": {"device": "Test GPU"},
+                "ceilings": {"mma.sync": {"tflops": 500.0}},
+                "memory": {"dram copy": {"tbps": 2.0}},
+            }
+        )
+    )
     text = page(results)
     section = text.split("## Decoding: one query row against a KV cache\n")[1]
     assert "bottom-right causal mask hides no key" in section

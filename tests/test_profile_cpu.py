@@ -240,8 +240,11 @@ def test_profile_without_ncu_is_one_line_naming_the_targets(tmp_path, monkeypatc
 def test_profile_on_a_gpu_none_of_the_targets_runs_on_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(profiling, "this_gpu", lambda: "sm_80")
     ran = run_command(capsys, "profile", "9", "10")
-    assert_one_line_error(ran, 2, "none of the chosen kernels runs on this sm_80 GPU (k09_wgmma for sm_90a only, "
-                          "k10_wgmma_pv for sm_90a only)")
+    assert_one_line_error(
+        ran,
+        2,
+        "none of the chosen kernels runs on this sm_80 GPU (k09_wgmma for sm_90a only, k10_wgmma_pv for sm_90a only)",
+    )
 
 
 def test_profile_without_a_gpu_says_so_before_looking_for_ncu(tmp_path, monkeypatch, capsys):

@@ -25,30 +25,53 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # --- saved runs: one shape, three references' worth of rows, the samples of every round ----------------------
 
-SHAPE = {"batch": 2, "seq_len": 64, "heads": 1, "kv_heads": 1, "kv_len": 64, "head_dim": 128, "dtype": "bf16",
-         "causal": False}
+SHAPE = {
+    "batch": 2,
+    "seq_len": 64,
+    "heads": 1,
+    "kv_heads": 1,
+    "kv_len": 64,
+    "head_dim": 128,
+    "dtype": "bf16",
+    "causal": False,
+}
 DEVICE = "Test GPU (1 SMs)"
 
 
 def sample_row(name, kind, round_ms, family=None):
     """A row of a new-format file: three repeats per round around the given medians."""
-    return {"name": name, "kind": kind, "family": family, "max_abs": 1e-3, "rel_l2": 2e-3,
-            "ok": None if kind == "reference" else True,
-            "samples_ms": [[ms * 1.01, ms, ms * 0.98] for ms in round_ms]}
+    return {
+        "name": name,
+        "kind": kind,
+        "family": family,
+        "max_abs": 1e-3,
+        "rel_l2": 2e-3,
+        "ok": None if kind == "reference" else True,
+        "samples_ms": [[ms * 1.01, ms, ms * 0.98] for ms in round_ms],
+    }
 
 
 def new_run(rows):
     order = [rotated([r["name"] for r in rows], i) for i in range(len(rows[0]["samples_ms"]))]
-    return {"shape": SHAPE, "environment": {"device": DEVICE, "command": "python runner.py --json run.json"},
-            "flops": 1e12, "order": order, "rows": rows}
+    return {
+        "shape": SHAPE,
+        "environment": {"device": DEVICE, "command": "python runner.py --json run.json"},
+        "flops": 1e12,
+        "order": order,
+        "rows": rows,
+    }
 
 
-NEW_RUN = [new_run([
-    sample_row("torch FA2", "reference", [1.0, 1.1, 1.0]),
-    sample_row("k01_naive", "chapter", [4.0, 4.2, 4.0], "mma.sync"),
-    sample_row("k02_cp_async", "chapter", [2.0, 2.1, 2.0], "mma.sync"),  # a clear step: 2x in every round
-    sample_row("k03_ldmatrix", "chapter", [1.98, 2.3, 2.0], "mma.sync"),  # a step within noise
-])]
+NEW_RUN = [
+    new_run(
+        [
+            sample_row("torch FA2", "reference", [1.0, 1.1, 1.0]),
+            sample_row("k01_naive", "chapter", [4.0, 4.2, 4.0], "mma.sync"),
+            sample_row("k02_cp_async", "chapter", [2.0, 2.1, 2.0], "mma.sync"),  # a clear step: 2x in every round
+            sample_row("k03_ldmatrix", "chapter", [1.98, 2.3, 2.0], "mma.sync"),  # a step within noise
+        ]
+    )
+]
 
 OLD_RUN = [  # as results/*.json were written before rounds: one median per row, derived columns stored
     {
@@ -56,8 +79,17 @@ OLD_RUN = [  # as results/*.json were written before rounds: one median per row,
         "environment": {"device": DEVICE},
         "rows": [
             {"name": "torch FA2", "kind": "reference", "ms": 1.0, "tflops": 100.0, "max_abs": 1e-3, "rel_l2": 2e-3},
-            {"name": "k01_naive", "kind": "chapter", "ms": 2.0, "tflops": 50.0, "max_abs": 1e-3, "rel_l2": 2e-3,
-             "ok": True, "pct_of_reference": 50.0, "speedup": None},
+            {
+                "name": "k01_naive",
+                "kind": "chapter",
+                "ms": 2.0,
+                "tflops": 50.0,
+                "max_abs": 1e-3,
+                "rel_l2": 2e-3,
+                "ok": True,
+                "pct_of_reference": 50.0,
+                "speedup": None,
+            },
         ],
     }
 ]
@@ -73,15 +105,32 @@ def saved(tmp_path):
 def test_help_lists_the_options(capsys):
     ran = run_command(capsys, "--help")
     assert ran.code == 0
-    for option in ("--seq-len", "--dtype", "--causal", "--kernels", "--markdown", "--json", "--plot", "--rounds",
-                   "--repeats", "--warmup", "--kv-heads", "--kv-len", "--from-json", "ablate"):
+    for option in (
+        "--seq-len",
+        "--dtype",
+        "--causal",
+        "--kernels",
+        "--markdown",
+        "--json",
+        "--plot",
+        "--rounds",
+        "--repeats",
+        "--warmup",
+        "--kv-heads",
+        "--kv-len",
+        "--from-json",
+        "ablate",
+    ):
         assert option in ran.out
 
 
 def test_without_a_gpu_says_so_naming_what_was_asked(capsys, monkeypatch):
     hide_gpu(monkeypatch)
-    assert_one_line_error(run_command(capsys, "--kernels", "1,3"), 1, "No CUDA GPU found: timing k01_naive and "
-                          "k03_ldmatrix needs an NVIDIA GPU")
+    assert_one_line_error(
+        run_command(capsys, "--kernels", "1,3"),
+        1,
+        "No CUDA GPU found: timing k01_naive and k03_ldmatrix needs an NVIDIA GPU",
+    )
     assert_one_line_error(run_command(capsys), 1, "No CUDA GPU found: timing the ladder")
 
 
@@ -155,8 +204,11 @@ def test_from_json_can_be_saved_again_in_the_new_format(tmp_path, capsys):
 
 def write_peak(tmp_path, device):
     peak = tmp_path / "peak.json"
-    peak.write_text(json.dumps({"environment": {"device": device},
-                                "ceilings": {"mma.sync": {"tflops": 500.0, "spread": [490.0, 510.0]}}}))
+    peak.write_text(
+        json.dumps(
+            {"environment": {"device": device}, "ceilings": {"mma.sync": {"tflops": 500.0, "spread": [490.0, 510.0]}}}
+        )
+    )
     return peak
 
 
@@ -296,10 +348,15 @@ FAKE = FakeAblation(
     title="loads against layouts",
     rows=("per-lane loads", "ldmatrix"),
     columns=("256-byte rows", "swizzled rows"),
-    cells={("per-lane loads", "256-byte rows"): "k02_cp_async", ("per-lane loads", "swizzled rows"): "k02_swizzled",
-           ("ldmatrix", "256-byte rows"): "k03_ldmatrix", ("ldmatrix", "swizzled rows"): "k04_swizzle"},
-    contenders=[types.SimpleNamespace(name=name) for name in ("k02_cp_async", "k02_swizzled", "k03_ldmatrix",
-                                                               "k04_swizzle")],
+    cells={
+        ("per-lane loads", "256-byte rows"): "k02_cp_async",
+        ("per-lane loads", "swizzled rows"): "k02_swizzled",
+        ("ldmatrix", "256-byte rows"): "k03_ldmatrix",
+        ("ldmatrix", "swizzled rows"): "k04_swizzle",
+    },
+    contenders=[
+        types.SimpleNamespace(name=name) for name in ("k02_cp_async", "k02_swizzled", "k03_ldmatrix", "k04_swizzle")
+    ],
 )
 
 
@@ -335,11 +392,13 @@ def test_ablate_without_a_gpu_names_the_set(capsys, monkeypatch):
 
 def test_ablate_builds_the_grid_of_median_tflops():
     grid = grid_of(FAKE)
-    rows = [sample_row("torch FA2", "reference", [1.0, 1.0]),
-            sample_row("k02_cp_async", "chapter", [4.0, 4.4]),
-            sample_row("k02_swizzled", "variant", [2.0, 2.0]),
-            sample_row("k03_ldmatrix", "chapter", [4.0, 4.0]),
-            sample_row("k04_swizzle", "chapter", [1.0, 1.0])]
+    rows = [
+        sample_row("torch FA2", "reference", [1.0, 1.0]),
+        sample_row("k02_cp_async", "chapter", [4.0, 4.4]),
+        sample_row("k02_swizzled", "variant", [2.0, 2.0]),
+        sample_row("k03_ldmatrix", "chapter", [4.0, 4.0]),
+        sample_row("k04_swizzle", "chapter", [1.0, 1.0]),
+    ]
     run = Run.from_json({**new_run(rows), "grid": grid.to_json()})
     assert run.grid == grid
     headers, lines = grid_cells(run)
@@ -351,9 +410,13 @@ def test_ablate_builds_the_grid_of_median_tflops():
 
 
 def test_a_saved_ablation_shows_its_grid(tmp_path, capsys):
-    rows = [sample_row("torch FA2", "reference", [1.0]), sample_row("k02_cp_async", "chapter", [2.0]),
-            sample_row("k02_swizzled", "variant", [1.5]), sample_row("k03_ldmatrix", "chapter", [2.0]),
-            sample_row("k04_swizzle", "chapter", [1.0])]
+    rows = [
+        sample_row("torch FA2", "reference", [1.0]),
+        sample_row("k02_cp_async", "chapter", [2.0]),
+        sample_row("k02_swizzled", "variant", [1.5]),
+        sample_row("k03_ldmatrix", "chapter", [2.0]),
+        sample_row("k04_swizzle", "chapter", [1.0]),
+    ]
     path = tmp_path / "ablation.json"
     path.write_text(json.dumps([{**new_run(rows), "grid": grid_of(FAKE).to_json()}]))
     ran = run_command(capsys, "--from-json", path, "--markdown")

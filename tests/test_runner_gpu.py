@@ -56,8 +56,9 @@ def test_decode_measures_its_three_shapes_in_gb_per_s(tmp_path):
     from kernels.tools.commands import DECODE_SHAPES
 
     saved = tmp_path / "decode.json"
-    live = run_cli("decode", "--kernels", "8", "--rounds", "2", "--repeats", "2", "--warmup", "1", "--markdown",
-                   "--json", saved)
+    live = run_cli(
+        "decode", "--kernels", "8", "--rounds", "2", "--repeats", "2", "--warmup", "1", "--markdown", "--json", saved
+    )
     runs = json.loads(saved.read_text())
     assert [run["shape"] for run in runs] == list(DECODE_SHAPES)
     for run in runs:

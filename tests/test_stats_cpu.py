@@ -17,8 +17,13 @@ def row(name: str, kind: str, round_ms: list[float]) -> Row:
 def run_of(*rows: Row) -> Run:
     rounds = len(rows[0].samples_ms)
     order = [rotated([r.name for r in rows], i) for i in range(rounds)]
-    return Run({"batch": 1, "seq_len": 64, "heads": 1, "head_dim": 128, "dtype": "bf16", "causal": False},
-               {"device": "Test GPU"}, FLOPS, list(rows), order)
+    return Run(
+        {"batch": 1, "seq_len": 64, "heads": 1, "head_dim": 128, "dtype": "bf16", "causal": False},
+        {"device": "Test GPU"},
+        FLOPS,
+        list(rows),
+        order,
+    )
 
 
 def test_a_round_is_the_median_of_its_repeats():

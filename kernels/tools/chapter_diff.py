@@ -1,6 +1,6 @@
 """`runner.py diff A B`: the one idea chapter B adds to chapter A, as a unified diff of the kernel, then the loader.
 
-    python runner.py diff 3 4 [-U 5] [-w] [--no-color]
+python runner.py diff 3 4 [-U 5] [-w] [--no-color]
 """
 
 from __future__ import annotations
@@ -29,10 +29,14 @@ def unified_diff(a: Path, b: Path, context: int, ignore_indent: bool = False) ->
     """
     old, new = a.read_text().splitlines(), b.read_text().splitlines()
     if not ignore_indent:
-        return list(difflib.unified_diff(old, new, f"{a.parent.name}/{a.name}", f"{b.parent.name}/{b.name}",
-                                         n=context, lineterm=""))
-    matcher = difflib.SequenceMatcher(None, [line.lstrip() for line in old], [line.lstrip() for line in new],
-                                      autojunk=False)
+        return list(
+            difflib.unified_diff(
+                old, new, f"{a.parent.name}/{a.name}", f"{b.parent.name}/{b.name}", n=context, lineterm=""
+            )
+        )
+    matcher = difflib.SequenceMatcher(
+        None, [line.lstrip() for line in old], [line.lstrip() for line in new], autojunk=False
+    )
     lines = []
     for group in matcher.get_grouped_opcodes(context):
         (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
@@ -67,7 +71,8 @@ def run_diff(args: argparse.Namespace) -> int:
     for i, file_name in enumerate(DIFFED_FILES):
         if i:
             print()
-        lines = unified_diff(a.source.with_name(file_name), b.source.with_name(file_name), args.context,
-                             args.ignore_indent)
+        lines = unified_diff(
+            a.source.with_name(file_name), b.source.with_name(file_name), args.context, args.ignore_indent
+        )
         print_diff(lines or [f"{a.name} and {b.name} have the same {file_name}"], color=not args.no_color)
     return 0

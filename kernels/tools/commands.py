@@ -26,14 +26,34 @@ from kernels.tools.cli import DTYPE_NAMES, Parser, add_instance_options, gpu_arc
 ROOT = Path(__file__).resolve().parents[2]
 PEAK = ROOT / "results" / "peak.json"
 # What shapes and times a measurement: --from-json shows a saved run as it was measured, so it takes none of them.
-MEASURING_OPTIONS = ("--batch", "--seq-len", "--heads", "--kv-heads", "--kv-len", "--head-dim", "--dtype", "--causal",
-                     "--warmup", "--repeats", "--rounds", "--seed")
+MEASURING_OPTIONS = (
+    "--batch",
+    "--seq-len",
+    "--heads",
+    "--kv-heads",
+    "--kv-len",
+    "--head-dim",
+    "--dtype",
+    "--causal",
+    "--warmup",
+    "--repeats",
+    "--rounds",
+    "--seed",
+)
 SHAPE_DEFAULTS = {"batch": 16, "seq_len": 4096, "heads": 16}  # the headline shape
 # `runner.py decode`: one new query row per sequence against a KV cache, as a run records its shape. Not causal: the
 # bottom-right causal mask lets the last query see every key, so with one query it would hide nothing.
 DECODE_SHAPES = tuple(
-    {"batch": batch, "seq_len": 1, "heads": heads, "kv_heads": kv_heads, "kv_len": kv_len, "head_dim": 128,
-     "dtype": "bf16", "causal": False}
+    {
+        "batch": batch,
+        "seq_len": 1,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "kv_len": kv_len,
+        "head_dim": 128,
+        "dtype": "bf16",
+        "causal": False,
+    }
     for batch, kv_len, heads, kv_heads in (  # sequences, keys per sequence, query heads, K/V heads
         (64, 8192, 32, 8),
         (8, 32768, 32, 8),
@@ -95,8 +115,11 @@ def add_shape_options(parser: Parser) -> None:
 def add_measuring_options(parser: Parser) -> None:
     """The options the ladder and ``ablate`` share: the shape, the rounds of timing, and the outputs."""
     add_shape_options(parser)
-    parser.add_argument("--seq-len", default=str(SHAPE_DEFAULTS["seq_len"]),
-                        help="queries per sequence: one length, or several separated by commas (a sweep)")
+    parser.add_argument(
+        "--seq-len",
+        default=str(SHAPE_DEFAULTS["seq_len"]),
+        help="queries per sequence: one length, or several separated by commas (a sweep)",
+    )
     parser.add_argument("--dtype", choices=DTYPE_NAMES, default="bf16", help="element type of q, k, v and out")
     parser.add_argument("--causal", action="store_true", help="mask keys after each query (default: not causal)")
     add_timing_options(parser)
@@ -104,17 +127,29 @@ def add_measuring_options(parser: Parser) -> None:
 
 def add_timing_options(parser: Parser) -> None:
     """The options the ladder, ``ablate`` and ``decode`` share: the rounds of timing, and the outputs."""
-    parser.add_argument("--rounds", type=positive_int, default=5,
-                        help="rounds, each timing every contender once, in an order that rotates")
+    parser.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=5,
+        help="rounds, each timing every contender once, in an order that rotates",
+    )
     parser.add_argument("--warmup", type=positive_int, default=10, help="untimed runs before each timing")
-    parser.add_argument("--repeats", type=positive_int, default=30,
-                        help="timed runs per contender per round; the round's value is their median")
+    parser.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=30,
+        help="timed runs per contender per round; the round's value is their median",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random q, k and v")
     parser.add_argument("--markdown", action="store_true", help="print GitHub Markdown tables instead of rich ones")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also save every timed sample as JSON")
-    parser.add_argument("--peak", type=Path, default=PEAK, metavar="FILE",
-                        help="the ceilings for %% of peak and %% of DRAM, from `runner.py peak` "
-                        "(default results/peak.json)")
+    parser.add_argument(
+        "--peak",
+        type=Path,
+        default=PEAK,
+        metavar="FILE",
+        help="the ceilings for %% of peak and %% of DRAM, from `runner.py peak` (default results/peak.json)",
+    )
 
 
 def add_kernels_option(parser: Parser) -> None:
@@ -138,9 +173,13 @@ def ladder_parser() -> Parser:
     parser.add_argument("--kv-len", type=positive_int, help="keys per sequence (default: each --seq-len)")
     add_kernels_option(parser)
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the ladder (needs matplotlib)")
-    parser.add_argument("--from-json", type=Path, metavar="FILE",
-                        help="show a saved run instead of measuring (with --json or --plot: write it there); "
-                        "--kernels picks its rows, the options that shape or time a run are refused")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        metavar="FILE",
+        help="show a saved run instead of measuring (with --json or --plot: write it there); "
+        "--kernels picks its rows, the options that shape or time a run are refused",
+    )
     return parser
 
 
@@ -158,8 +197,9 @@ def ablate_parser() -> Parser:
         epilog=f"The sets: {', '.join(f'{n} ({where}/{f.name}/)' for n, f in zip(numbers, folders, strict=True))}.",
         checks=(check_shape, check_outputs),
     )
-    parser.add_argument("set", metavar="N",
-                        help=f"the set, by the chapter whose step it takes apart: one of {', '.join(numbers)}")
+    parser.add_argument(
+        "set", metavar="N", help=f"the set, by the chapter whose step it takes apart: one of {', '.join(numbers)}"
+    )
     add_measuring_options(parser)
     parser.set_defaults(head_dim=128, kv_heads=None, kv_len=None, plot=None, from_json=None, kernels=None)
     return parser
@@ -198,8 +238,12 @@ def inspect_parser() -> Parser:
         "counts side by side. Needs no GPU; compiled chapters are cached on disk.",
     )
     parser.add_argument("chapters", nargs="*", help="by number or slug: '3 4', '1,3', 'naive,swizzle' (default: all)")
-    parser.add_argument("--arch", type=gpu_arch, default="sm_90",
-                        help="the GPU to compile for: sm_80 or newer; the Hopper chapters (sm_90a) on sm_90 only")
+    parser.add_argument(
+        "--arch",
+        type=gpu_arch,
+        default="sm_90",
+        help="the GPU to compile for: sm_80 or newer; the Hopper chapters (sm_90a) on sm_90 only",
+    )
     add_instance_options(parser)
     parser.add_argument("--markdown", action="store_true", help="print a GitHub Markdown table instead")
     return parser
@@ -219,20 +263,29 @@ def diff_parser() -> Parser:
     parser.add_argument("a", help="first chapter, by number or slug")
     parser.add_argument("b", help="second chapter, by number or slug")
     parser.add_argument("-U", "--context", type=context_lines, default=3, help="lines of context")
-    parser.add_argument("-w", "--ignore-indent", action="store_true",
-                        help="lines that differ only in indentation count as unchanged (code moved into a loop)")
+    parser.add_argument(
+        "-w",
+        "--ignore-indent",
+        action="store_true",
+        help="lines that differ only in indentation count as unchanged (code moved into a loop)",
+    )
     parser.add_argument("--no-color", action="store_true", help="plain text, no colours (as in a pipe)")
     return parser
 
 
 def add_target_options(parser: Parser, what: str) -> None:
     """The kernels to run once (chapters, fa2, cudnn, fa4) and the one shape and instance they run at."""
-    parser.add_argument("targets", nargs="*", help=f"{what}: chapters by number or slug, 'fa2' and 'cudnn' for "
-                        "torch's kernels, 'fa4' for FlashAttention-4's: '8 fa2', '9,cudnn', '16 fa4' "
-                        "(default: every chapter, then fa2 and cudnn)")
+    parser.add_argument(
+        "targets",
+        nargs="*",
+        help=f"{what}: chapters by number or slug, 'fa2' and 'cudnn' for "
+        "torch's kernels, 'fa4' for FlashAttention-4's: '8 fa2', '9,cudnn', '16 fa4' "
+        "(default: every chapter, then fa2 and cudnn)",
+    )
     add_shape_options(parser)
-    parser.add_argument("--seq-len", type=positive_int, default=SHAPE_DEFAULTS["seq_len"], help="queries and keys "
-                        "per sequence")
+    parser.add_argument(
+        "--seq-len", type=positive_int, default=SHAPE_DEFAULTS["seq_len"], help="queries and keys per sequence"
+    )
     add_instance_options(parser)
 
 

@@ -73,8 +73,10 @@ def make_inputs(
     l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
     n_sets = min(8, max(1, math.ceil(4 * l2_bytes / set_bytes)))
     return [
-        tuple(torch.randn(shape, dtype=dtype, device="cuda", generator=generator)
-              for shape in (q_shape, kv_shape, kv_shape))
+        tuple(
+            torch.randn(shape, dtype=dtype, device="cuda", generator=generator)
+            for shape in (q_shape, kv_shape, kv_shape)
+        )
         for _ in range(n_sets)
     ]
 
@@ -101,8 +103,11 @@ def environment(command: str) -> dict:
 def references(q: torch.Tensor, k: torch.Tensor, causal: bool, progress: Progress) -> list[Contender]:
     """Torch's SDPA backends that run on these inputs (grouped heads and a longer K/V included), and FlashAttention-4
     where it is installed; one line says why it is not there otherwise."""
-    found = [Contender(name, "reference", sdpa_function(backend))
-             for name, backend in SDPA_BACKENDS.items() if sdpa_available(backend, q, k, causal=causal)]
+    found = [
+        Contender(name, "reference", sdpa_function(backend))
+        for name, backend in SDPA_BACKENDS.items()
+        if sdpa_available(backend, q, k, causal=causal)
+    ]
     if (why := fa4_unavailable(q)) is None:
         found.append(Contender(FA4, "reference", fa4))
     else:
@@ -137,8 +142,14 @@ def on_input_sets(attention: Callable, inputs: list[tuple[torch.Tensor, ...]], c
     return lambda i: attention(*inputs[i % len(inputs)], causal=causal)
 
 
-def checked_rows(contenders: list[Contender], inputs: tuple[torch.Tensor, ...], exact: torch.Tensor, causal: bool,
-                 flops: float, progress: Progress) -> dict[str, Row]:
+def checked_rows(
+    contenders: list[Contender],
+    inputs: tuple[torch.Tensor, ...],
+    exact: torch.Tensor,
+    causal: bool,
+    flops: float,
+    progress: Progress,
+) -> dict[str, Row]:
     """A row per contender that takes these inputs, with its error; a kernel passes if it is no worse than about
     twice torch's own (FA2's, or the first reference's). A kernel's first call compiles it."""
     rows, errors = {}, {}
@@ -149,8 +160,15 @@ def checked_rows(contenders: list[Contender], inputs: tuple[torch.Tensor, ...], 
         except (TypeError, ValueError) as error:  # a kernel that refuses these shapes names why
             progress.note(f"left out: {contender.name}: {error}")
             continue
-        rows[contender.name] = Row(contender.name, contender.kind, [], errors[contender.name].max_abs,
-                                   errors[contender.name].rel_l2, flops, family=contender.family)
+        rows[contender.name] = Row(
+            contender.name,
+            contender.kind,
+            [],
+            errors[contender.name].max_abs,
+            errors[contender.name].rel_l2,
+            flops,
+            family=contender.family,
+        )
     baseline = REFERENCE if REFERENCE in rows else next((n for n, r in rows.items() if r.kind == "reference"), None)
     for name, row in rows.items():
         if row.kind != "reference" and baseline is not None:
@@ -158,8 +176,14 @@ def checked_rows(contenders: list[Contender], inputs: tuple[torch.Tensor, ...], 
     return rows
 
 
-def timed_rounds(contenders: list[Contender], rows: dict[str, Row], inputs: list[tuple[torch.Tensor, ...]],
-                 causal: bool, args: argparse.Namespace, progress: Progress) -> list[list[str]]:
+def timed_rounds(
+    contenders: list[Contender],
+    rows: dict[str, Row],
+    inputs: list[tuple[torch.Tensor, ...]],
+    causal: bool,
+    args: argparse.Namespace,
+    progress: Progress,
+) -> list[list[str]]:
     """Time every row's contender once per round, in an order that rotates; returns each round's order."""
     attention = {contender.name: contender.attention for contender in contenders}
     order = []
@@ -175,9 +199,19 @@ def timed_rounds(contenders: list[Contender], rows: dict[str, Row], inputs: list
 
 def shapes_asked(args: argparse.Namespace) -> list[dict]:
     """The shapes the ladder's and ablate's options name, one per --seq-len, as a run records its shape."""
-    return [{"batch": args.batch, "seq_len": seq_len, "heads": args.heads, "kv_heads": args.kv_heads or args.heads,
-             "kv_len": args.kv_len or seq_len, "head_dim": args.head_dim, "dtype": args.dtype, "causal": args.causal}
-            for seq_len in args.seq_lens]
+    return [
+        {
+            "batch": args.batch,
+            "seq_len": seq_len,
+            "heads": args.heads,
+            "kv_heads": args.kv_heads or args.heads,
+            "kv_len": args.kv_len or seq_len,
+            "head_dim": args.head_dim,
+            "dtype": args.dtype,
+            "causal": args.causal,
+        }
+        for seq_len in args.seq_lens
+    ]
 
 
 def measure_run(args: argparse.Namespace, shape: dict, kernels: list[Chapter], progress: Progress) -> Run:
@@ -199,8 +233,9 @@ def measure_run(args: argparse.Namespace, shape: dict, kernels: list[Chapter], p
     return Run(shape, environment(args.command_line), flops, list(rows.values()), order)
 
 
-def measure_and_show(args: argparse.Namespace, kernels: list[Chapter], what: str, shapes: list[dict],
-                     grid: Grid | None = None) -> int:
+def measure_and_show(
+    args: argparse.Namespace, kernels: list[Chapter], what: str, shapes: list[dict], grid: Grid | None = None
+) -> int:
     """Measure the kernels next to torch's attention at every shape asked for, then show the runs."""
     if not torch.cuda.is_available():
         raise ToolError(no_gpu(what))

@@ -21,8 +21,14 @@ def plot_ladder(run: Run, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(kernels) + 2), 4.5))
     spreads = [r.tflops_spread for r in kernels]
     errors = [[s.median - s.low for s in spreads], [s.high - s.median for s in spreads]]
-    bars = ax.bar([r.name for r in kernels], [s.median for s in spreads], color="#4c72b0",
-                  yerr=errors if run.rounds > 1 else None, capsize=4, error_kw={"elinewidth": 1.2})
+    bars = ax.bar(
+        [r.name for r in kernels],
+        [s.median for s in spreads],
+        color="#4c72b0",
+        yerr=errors if run.rounds > 1 else None,
+        capsize=4,
+        error_kw={"elinewidth": 1.2},
+    )
     ax.bar_label(bars, fmt="%.0f", padding=-14, color="white", fontsize=9)  # inside the bar: the error bar is on top
     colors = ["#c44e52", "#55a868", "#8172b2"]
     label_heights = _spread([r.tflops for r in references], gap=0.04 * max(r.tflops for r in run.rows))

@@ -53,8 +53,15 @@ class Row:
         return self.tflops_spread.median
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "family": self.family, "max_abs": self.max_abs,
-                "rel_l2": self.rel_l2, "ok": self.ok, "samples_ms": self.samples_ms}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "family": self.family,
+            "max_abs": self.max_abs,
+            "rel_l2": self.rel_l2,
+            "ok": self.ok,
+            "samples_ms": self.samples_ms,
+        }
 
 
 @dataclass(frozen=True)
@@ -68,8 +75,13 @@ class Grid:
     cells: dict[tuple[str, str], str]
 
     def to_json(self) -> dict:
-        return {"name": self.name, "title": self.title, "rows": list(self.rows), "columns": list(self.columns),
-                "cells": [[row, column, name] for (row, column), name in self.cells.items()]}
+        return {
+            "name": self.name,
+            "title": self.title,
+            "rows": list(self.rows),
+            "columns": list(self.columns),
+            "cells": [[row, column, name] for (row, column), name in self.cells.items()],
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> Grid:
@@ -102,9 +114,15 @@ class Run:
         from reference import attention_bytes
 
         shape = self.shape
-        return attention_bytes(shape["batch"], shape["seq_len"], shape["heads"], shape["head_dim"],
-                               seq_len_k=shape["kv_len"], n_kv_heads=shape["kv_heads"],
-                               element_bytes=DTYPES[shape["dtype"]].itemsize)
+        return attention_bytes(
+            shape["batch"],
+            shape["seq_len"],
+            shape["heads"],
+            shape["head_dim"],
+            seq_len_k=shape["kv_len"],
+            n_kv_heads=shape["kv_heads"],
+            element_bytes=DTYPES[shape["dtype"]].itemsize,
+        )
 
     @property
     def intensity(self) -> float:
@@ -120,8 +138,13 @@ class Run:
         return self.gbps_spread(row).median
 
     def to_json(self) -> dict:
-        data = {"shape": self.shape, "environment": self.environment, "flops": self.flops, "order": self.order,
-                "rows": [row.to_json() for row in self.rows]}
+        data = {
+            "shape": self.shape,
+            "environment": self.environment,
+            "flops": self.flops,
+            "order": self.order,
+            "rows": [row.to_json() for row in self.rows],
+        }
         if self.grid is not None:
             data["grid"] = self.grid.to_json()
         return data
@@ -153,8 +176,16 @@ def _row_from_json(data: dict, flops: float) -> Row:
         raise ValueError(f"{data['name']}: samples_ms must hold, per round, a non-empty list of positive times")
     if data.get("ok") not in (True, False, None) or not isinstance(data.get("family"), str | None):
         raise ValueError(f"{data['name']}: ok must be true, false or null and family a string or null")
-    return Row(str(data["name"]), str(data["kind"]), [[float(ms) for ms in repeats] for repeats in samples],
-               float(data["max_abs"]), float(data["rel_l2"]), flops, data.get("ok"), data.get("family"))
+    return Row(
+        str(data["name"]),
+        str(data["kind"]),
+        [[float(ms) for ms in repeats] for repeats in samples],
+        float(data["max_abs"]),
+        float(data["rel_l2"]),
+        flops,
+        data.get("ok"),
+        data.get("family"),
+    )
 
 
 def save_runs(runs: list[Run], path: Path) -> None:

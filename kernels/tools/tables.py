@@ -41,13 +41,13 @@ def steps(run: Run) -> dict[str, Spread]:
 
 
 def format_spread(value: Spread, rounds: int, digits: int = 1, unit: str = "") -> str:
-    """"307.2 [301.0–310.4]": the median and, when there were several rounds, the min–max."""
+    """ "307.2 [301.0–310.4]": the median and, when there were several rounds, the min–max."""
     text = f"{value.median:.{digits}f}{unit}"
     return text if rounds < 2 else f"{text} [{value.low:.{digits}f}–{value.high:.{digits}f}]"
 
 
 def format_step(step: Spread, rounds: int) -> str:
-    """"1.10× [1.08–1.12]", or "1.01× ~ [0.99–1.03]" when the rounds disagree on the sign of the step."""
+    """ "1.10× [1.08–1.12]", or "1.01× ~ [0.99–1.03]" when the rounds disagree on the sign of the step."""
     mark = " ~" if rounds > 1 and step.within_noise else ""
     text = f"{step.median:.2f}×{mark}"
     return text if rounds < 2 else f"{text} [{step.low:.2f}–{step.high:.2f}]"
@@ -64,8 +64,10 @@ def legend(run: Run, ceilings: Ceilings) -> str:
         )
     fastest = min(row.ms for row in run.rows)
     if fastest < LAUNCH_MS:
-        text += (f"\nsome calls take under {LAUNCH_MS} ms, about what launching one from Python costs the CPU: "
-                 "their times may include the launch")
+        text += (
+            f"\nsome calls take under {LAUNCH_MS} ms, about what launching one from Python costs the CPU: "
+            "their times may include the launch"
+        )
     return text if not memory_bound(run) else f"{text}\n{memory_legend(run, ceilings)}"
 
 
@@ -73,8 +75,10 @@ def memory_legend(run: Run, ceilings: Ceilings) -> str:
     """The rule that made the run memory-bound, and what its GB/s and % of DRAM divide."""
     ridge, dram = "the ridge point of the GPUs measured", ""
     if ceilings.dram_tbps is not None:
-        dram = (f"; % of DRAM: of the DRAM copy rate, {ceilings.dram_tbps:.2f} TB/s, which a call that only reads "
-                "can pass (a copy's bytes are half writes)")
+        dram = (
+            f"; % of DRAM: of the DRAM copy rate, {ceilings.dram_tbps:.2f} TB/s, which a call that only reads "
+            "can pass (a copy's bytes are half writes)"
+        )
         if ceilings.tflops:
             ridge = f"this GPU's ridge point, {min(ceilings.tflops.values()) / ceilings.dram_tbps:.0f}"
     return (
