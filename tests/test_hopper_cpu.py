@@ -144,15 +144,23 @@ def test_chapter14_waits_for_s_while_p_v_runs(sass_texts):
 
 def mbarrier_init_counts(sass: str) -> Counter:
     """How many barriers mbarrier.init (SYNCS.EXCH.64) sets up for each arrival count. ptxas stores the barrier's
-    initial state, computed from the count: UMOV UR6, count; UIADD3 UR6, -UR6, 0x100000."""
-    moved, counts, inits = {}, {}, Counter()
+    initial state, computed from the count: UMOV UR6, count; UIADD3 UR6, -UR6, 0x100000 (NVRTC 13.5), or that
+    state shifted into place first, USHF.L.U32 UR4, UR4, 0x1 (NVRTC 13.0). Each uniform register is followed
+    through those forms; any other instruction that writes one forgets what it held."""
+    counts, states, inits = {}, {}, Counter()
     for line in sass.splitlines():
         if found := re.search(r"\bUMOV (UR\d+), (0x[0-9a-f]+) ;", line):
-            moved[found[1]] = int(found[2], 16)
-        elif found := re.search(r"\bUIADD3 (UR\d+), -\1, 0x100000, URZ ;", line):
-            counts[found[1]] = moved[found[1]]
+            states.pop(found[1], None)
+            counts[found[1]] = int(found[2], 16)
+        elif (found := re.search(r"\bUIADD3 (UR\d+), -(UR\d+), 0x100000, URZ ;", line)) and found[2] in counts:
+            states[found[1]] = counts.pop(found[2])
+        elif (found := re.search(r"\bUSHF\.L\.U32 (UR\d+), (UR\d+), 0x[0-9a-f]+, URZ ;", line)) and found[2] in states:
+            states[found[1]] = states[found[2]]
         elif found := re.search(r"\bSYNCS\.EXCH\.64 URZ, \[[^]]+\], (UR\d+) ;", line):
-            inits[counts[found[1]]] += 1
+            inits[states[found[1]]] += 1
+        elif found := re.search(r"\*/\s+(?:@!?U?P\w+\s+)?[A-Z0-9.]+ (UR\d+),", line):
+            counts.pop(found[1], None)
+            states.pop(found[1], None)
     return inits
 
 
