@@ -141,3 +141,89 @@ def test_block_address_is_one_xor_and_one_add_from_block_zero(figures):
             for col0 in range(0, 128, 16):
                 moved = (at_zero ^ 2 * col0) + 256 * row0
                 assert figures.swizzle.lane_block_address(lane, row0, col0) == moved
+
+
+BUILDING_BLOCKS = DOCS / "00_building_blocks.md"
+# The terms the chapters lean on before (or without) defining them: each must have an entry in page 0's glossary.
+GLOSSARY_TERMS = {
+    "cp.async group": "cpasync-group",
+    "gsb0": "gsb0",
+    "ldmatrix": "ldmatrix",
+    "log-sum-exp": "log-sum-exp",
+    "mbarrier": "mbarrier",
+    "never-executed pads": "never-executed-pads",
+    "online softmax": "online-softmax",
+    "persistent grid": "persistent-grid",
+    "phase": "phase-and-parity",
+    "proxy fence": "proxy-fence",
+    "setmaxnreg": "setmaxnreg",
+    "swizzle": "swizzle",
+    "tensor map": "tensor-map",
+    "uniform registers": "uniform-registers",
+    "warpgroup": "warpgroup",
+    "wgmma descriptor": "wgmma-descriptor",
+}
+# (page, term, anchor): a page that uses a term before the chapter that explains it links its first use.
+FIRST_USES = [
+    (3, "never-executed pads", "never-executed-pads"),
+    (8, "warpgroup", "warpgroup"),
+    (9, "gsb0", "gsb0"),
+    (9, "uniform registers", "uniform-registers"),
+    (10, "gsb0", "gsb0"),
+    (11, "uniform registers", "uniform-registers"),
+    (12, "uniform registers", "uniform-registers"),
+    (12, "persistent grid", "persistent-grid"),
+    (14, "gsb0", "gsb0"),
+]
+
+
+def glossary_entries() -> dict[str, str]:
+    """Page 0's glossary: each entry's anchor and the text under its heading."""
+    _, found, glossary = BUILDING_BLOCKS.read_text().partition("\n## Glossary\n")
+    assert found, "page 0 has no glossary"
+    entries = {}
+    for block in re.split(r"^### ", glossary, flags=re.M)[1:]:
+        heading, _, body = block.partition("\n")
+        entries[anchor(heading)] = body.strip()
+    return entries
+
+
+def prose(page: Path) -> str:
+    """A page without its fenced code and with its headings blanked, so a term's first use is one in the text."""
+    text = re.sub(r"```.*?```", lambda m: " " * len(m.group(0)), page.read_text(), flags=re.S)
+    return re.sub(r"^#.*$", lambda m: " " * len(m.group(0)), text, flags=re.M)
+
+
+def test_glossary_has_an_entry_per_term():
+    """Every term the chapters lean on has its own heading in the glossary, with a definition of one to three
+    sentences under it."""
+    entries = glossary_entries()
+    for term, term_anchor in GLOSSARY_TERMS.items():
+        assert term_anchor in entries, f"the glossary has no entry for {term!r} (#{term_anchor})"
+    for entry_anchor, body in entries.items():
+        sentences = len(re.findall(r"[.!?]\)?(?:\s|$)", body))
+        assert 1 <= sentences <= 3, f"glossary entry #{entry_anchor} has {sentences} sentences"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_glossary_links_land_on_entries(page):
+    """A link into page 0 that is not to one of its sections lands on a glossary entry."""
+    entries = glossary_entries()
+    sections = anchors(BUILDING_BLOCKS) - set(entries)
+    for target in LINK.findall(page.read_text()):
+        path, _, fragment = target.partition("#")
+        into_page_0 = (page.parent / path).resolve() == BUILDING_BLOCKS if path else page == BUILDING_BLOCKS
+        if into_page_0 and fragment and fragment not in sections:
+            assert fragment in entries, f"{page.name} links to #{fragment}, which the glossary does not define"
+
+
+@pytest.mark.parametrize(("number", "term", "term_anchor"), FIRST_USES)
+def test_first_use_links_to_the_glossary(number, term, term_anchor):
+    """The first time a page says a term it has not explained yet, the words are a link to the glossary entry."""
+    text = prose(CHAPTER_PAGES[number])
+    first = re.search(r"\s+".join(map(re.escape, term.split())), text, flags=re.I)
+    assert first, f"page {number} never says {term!r}"
+    link = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(00_building_blocks\.md#" + re.escape(term_anchor) + r"\)")
+    assert any(m.start() < first.start() < m.end() for m in link.finditer(text)), (
+        f"page {number}: the first {term!r} is not a link to #{term_anchor}"
+    )
