@@ -3,9 +3,10 @@ snippets in the chapter pages, from the saved runs in results/.
 
     python docs/make_results.py
 
-Reads results/headline.json and results/causal.json (and results/sweep.json if present: several runs at
-different seq_len; results/decode.json if present: `runner.py decode --json`), all as `runner.py --json` writes
-them, and results/peak.json for "% of peak" and "% of DRAM". The README
+docs/results.md renders every file in results/, each once under a heading that names it: the runs as
+`runner.py --json` writes them (ablations with their grid, sweeps with a table across seq_len, decode.json), the
+ceilings of results/peak.json (`runner.py peak --json`), the profiles of `runner.py profile --json`, and a link
+with a line for each text file. results/peak.json also gives "% of peak" and "% of DRAM". The README
 table is exactly what `runner.py --from-json results/headline.json --markdown` prints, so the two never
 disagree. A page's snippet lies between `<!-- results:NAME:start -->` and `<!-- results:NAME:end -->`:
 `step-05` is chapter 5 and the chapter before it, headline and causal; `ablation-ch03` is the grid of
@@ -16,6 +17,7 @@ it is, with a warning.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -25,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kernels.tools.ceilings import Ceilings, load_ceilings  # noqa: E402
+from kernels.tools.peak import load_peak, markdown_tables  # noqa: E402
+from kernels.tools.profiling import load_profile_table  # noqa: E402
 from kernels.tools.runs import Run, RunFileError, load_runs, shape_title  # noqa: E402
 from kernels.tools.stats import verdict  # noqa: E402
 from kernels.tools.tables import (  # noqa: E402
@@ -115,15 +119,32 @@ def sweep_table(runs: list[Run]) -> str:
     return markdown(["TFLOP/s", *(f"seq {run.shape['seq_len']}" for run in runs)], lines)
 
 
-# More recorded runs the results page shows when their files exist: heading -> file in results/.
-OTHER_RUNS = {
-    "fp16": "fp16.json",
-    "Grouped K/V heads": "gqa.json",
-    "A KV cache: a block of new queries against longer keys, causal": "kv_cache.json",
-    "FlashAttention-4 beside chapters 14-16 (4,096 keys, full and causal; 1,024; 16,384)": "fa4_k14_to_k16.json",
+# The results files in the page's order, each under its heading; other run files follow these, by name.
+RUN_TITLES = {
+    "headline.json": "The ladder at the headline shape",
+    "causal.json": "Causal",
+    "headline_k14_to_k16.json": "Chapters 14-16 at the headline shape, more rounds",
+    "causal_k14_to_k16.json": "Chapters 14-16, causal, more rounds",
+    "fp16.json": "fp16",
+    "gqa.json": "Grouped K/V heads",
+    "kv_cache.json": "A KV cache: a block of new queries against longer keys, causal",
+    "fa4_k14_to_k16.json": "FlashAttention-4 beside chapters 14-16 (4,096 keys, full and causal; 1,024; 16,384)",
+    "decode.json": "Decoding: one query row against a KV cache",
+    "sweep.json": "Sequence-length sweep",
+    "sweep_causal.json": "Sequence-length sweep, causal",
+    "sweep_k16.json": "Sequence-length sweep, chapters 14-16",
+    "sweep_causal_k16.json": "Sequence-length sweep, chapters 14-16, causal",
 }
-
-
+PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
+# What a text file holds, for its link; another .txt is described by its first line.
+TEXT_FILES = {
+    "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9 as they were at commit da5f8ad, one `runner.py profile` "
+    "per chapter",
+    "qwen3_attention.txt": "`python -m examples.qwen3_attention`: a Qwen3 attention layer on torch's backends and "
+    "the op, prefill and chunked",
+    "qwen3_attention_repeats.txt": "the Qwen3 example four times in a row, twice on chapter 16 and twice on chapter 15",
+    "sanitizer.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 7-16 (`scripts/sanitize.py`)",
+}
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
 DECODE_INTRO = (
     "`python runner.py decode`: one new query row per sequence attends to its KV cache, with grouped-query heads, as "
@@ -134,24 +155,89 @@ DECODE_INTRO = (
 )
 
 
-def decode_section(results: Path) -> list[str]:
-    """The decode runs as their own section, when results/decode.json exists; nothing otherwise."""
-    path = results / DECODE_FILE
-    if not path.exists():
-        return []
+def heading(title: str, path: Path) -> str:
+    """A section's heading, naming the file it renders so that a reader who meets the name finds the numbers."""
+    return f"## {title} (`results/{path.name}`)\n"
+
+
+def run_section(path: Path, results: Path) -> list[str]:
+    """A run file: each run's table as `runner.py --markdown` prints it (an ablation's grid under it), the sweep
+    files first as one table of median TFLOP/s per seq_len, then what it ran on."""
     runs = load_runs(path)
+    grid = runs[0].grid
+    title = RUN_TITLES.get(path.name) or (f"Ablation: {grid.title}" if grid else path.stem)
+    parts = [heading(title, path)]
+    if path.name == DECODE_FILE:
+        parts.append(DECODE_INTRO + "\n")
+    if path.name.startswith("sweep"):
+        for group_title, group in sweep_groups(runs).items():
+            device = group[0].environment.get("device", "?")
+            parts += [f"**{group_title}** on {device}, median TFLOP/s\n", sweep_table(group) + "\n"]
+    for run in runs:
+        parts.append(ladder_block(run, results) + "\n")
+        if run.grid is not None:
+            parts.append(f"**{run.grid.title}**\n\n{markdown_grid(run)}\n")
+    return [*parts, environment_lines(runs[0]) + "\n"]
+
+
+def peak_section(path: Path) -> list[str]:
+    """results/peak.json: the ceilings and the fastest possible times, as `runner.py peak --markdown` prints them."""
+    run = load_peak(path)
+    env = run.environment
     return [
-        "## Decoding: one query row against a KV cache\n",
-        DECODE_INTRO + "\n",
-        *(ladder_block(run, results) + "\n" for run in runs),
-        environment_lines(runs[0]) + "\n",
+        heading("Ceilings: the tensor-core rates, L2 and DRAM", path),
+        markdown_tables(run),
+        f"- command: `{env.get('command', '?')}`\n- torch {env.get('torch', '?')}, cupy {env.get('cupy', '?')}\n"
+        f"- date: {env.get('date', '?')}\n",
     ]
 
 
-def results_page(headline: list[Run], causal: list[Run], sweep: list[Run], results: Path) -> str:
+def profile_section(path: Path) -> list[str]:
+    """A saved profile: its table as `runner.py profile --markdown` prints it, and the command that measured it."""
+    table = load_profile_table(path)
+    record = json.loads(path.read_text())
+    return [
+        heading(f"Nsight Compute: {', '.join(table.heads)}", path),
+        table.markdown() + "\n",
+        f"- command: `{record.get('command', '?')}`\n- GPU: {record.get('device', '?')}\n",
+    ]
+
+
+def text_line(path: Path) -> str:
+    """One line linking a text file, with what it holds."""
+    if path.name in TEXT_FILES:
+        what = TEXT_FILES[path.name]
+    elif path.with_suffix(".json").exists():
+        what = f"the table of `results/{path.stem}.json` as the terminal printed it"
+    else:
+        what = path.read_text().splitlines()[0].lstrip("# ").strip() if path.read_text().strip() else "empty"
+    return f"- [`results/{path.name}`](../results/{path.name}): {what}"
+
+
+def is_profile(path: Path) -> bool:
+    """Whether a JSON file holds profiles saved by `runner.py profile --json`."""
+    data = json.loads(path.read_text())
+    return isinstance(data, dict) and "profiles" in data
+
+
+def results_page(results: Path) -> str:
+    """The whole page: every file in ``results``, each once under a heading naming it, text files as links."""
+    files = sorted(path for path in results.iterdir() if path.is_file() and not path.name.startswith("."))
+    json_files = [path for path in files if path.suffix == ".json"]
+    profiles = [path for path in json_files if path.name != PEAK_FILE and is_profile(path)]
+    order = list(RUN_TITLES)
+
+    def place(path: Path) -> tuple[int, str]:
+        """The runs of RUN_TITLES in its order, then other runs by name, then the ablations (runs with a grid)."""
+        known = order.index(path.name) if path.name in order else len(order)
+        return known + (path.name not in order and load_runs(path)[0].grid is not None), path.name
+
+    run_files = sorted((path for path in json_files if path.name != PEAK_FILE and path not in profiles), key=place)
+    others = [path for path in files if path.suffix not in (".json", ".txt")]
     parts = [
         "# Results\n",
-        "Generated by `python docs/make_results.py` from the JSON files in `results/`; do not edit by hand. "
+        "Generated by `python docs/make_results.py` from the files in `results/`, each under a heading that names "
+        "it; do not edit by hand. "
         "Each contender is timed once per round, the rounds interleaved; a number is the median over the rounds "
         "and [min–max] its range. TFLOP/s count the two matrix products only (4 · batch · heads · seq² · "
         'head_dim, half of it when causal); "% of FA2" compares times with torch\'s Flash Attention 2 backend '
@@ -160,22 +246,15 @@ def results_page(headline: list[Run], causal: list[Run], sweep: list[Run], resul
         "marks one whose range includes 1.00; errors are against an exact float64 attention.\n",
         "![the ladder](figures/ladder.png)\n",
     ]
-    for heading, runs in (("The ladder at the headline shape", headline), ("Causal", causal)):
-        for run in runs:
-            parts += [f"## {heading}\n", ladder_block(run, results) + "\n", environment_lines(run) + "\n"]
-    for heading, file_name in OTHER_RUNS.items():
-        if (results / file_name).exists():
-            for run in load_runs(results / file_name):
-                parts += [f"## {heading}\n", ladder_block(run, results) + "\n", environment_lines(run) + "\n"]
-    parts += decode_section(results)
-    if sweep:
-        parts.append("## Sequence-length sweep\n")
-        for title, runs in sweep_groups(sweep).items():
-            parts += [
-                f"**{title}** on {runs[0].environment.get('device', '?')}, median TFLOP/s\n",
-                sweep_table(runs) + "\n",
-                environment_lines(runs[0]) + "\n",
-            ]
+    for path in run_files:
+        parts += run_section(path, results)
+    if (results / PEAK_FILE).exists():
+        parts += peak_section(results / PEAK_FILE)
+    for path in profiles:
+        parts += profile_section(path)
+    texts = [path for path in files if path.suffix == ".txt"] + others
+    if texts:
+        parts += ["## Text files\n", "\n".join(text_line(path) for path in texts) + "\n"]
     return "\n".join(parts)
 
 
@@ -337,13 +416,11 @@ def main() -> None:
     args = parser.parse_args()
     try:
         headline = load_runs(args.results / "headline.json")
-        causal = load_runs(args.results / "causal.json")
-        sweep_path = args.results / "sweep.json"
-        sweep = load_runs(sweep_path) if sweep_path.exists() else []
-    except RunFileError as error:
+        page = results_page(args.results)
+    except (RunFileError, ValueError) as error:
         raise SystemExit(f"make_results.py: {error}") from None
 
-    rewrite(DOCS / "results.md", lambda _: results_page(headline, causal, sweep, args.results), "")
+    rewrite(DOCS / "results.md", lambda _: page, "")
     readme = ROOT / "README.md"
     rewrite(
         readme,

@@ -1,11 +1,13 @@
 """docs/make_results.py fills the results snippets of a page from saved runs, and leaves the rest alone."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
+from kernels.tools.peak import PeakRun, save_peak
 from kernels.tools.stats import rotated
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,8 +160,7 @@ def decode_file(results: Path, device: str = "Test GPU") -> None:
 
 
 def page(results: Path) -> str:
-    load = make_results.load_runs
-    return make_results.results_page(load(results / "headline.json"), load(results / "causal.json"), [], results)
+    return make_results.results_page(results)
 
 
 def test_without_decode_json_the_page_has_no_decode_section(results):
@@ -168,17 +169,12 @@ def test_without_decode_json_the_page_has_no_decode_section(results):
 
 def test_decode_json_is_its_own_section_in_gb_per_s(results):
     decode_file(results)
-    (results / "peak.json").write_text(
-        json.dumps(
-            {
-                "environment": {"device": "Test GPU"},
-                "ceilings": {"mma.sync": {"tflops": 500.0}},
-                "memory": {"dram copy": {"tbps": 2.0}},
-            }
-        )
+    peak = PeakRun(
+        {"device": "Test GPU", "command": "python runner.py peak"}, {"mma.sync": [500.0], "dram copy": [2.0]}
     )
+    save_peak(peak, results / "peak.json")
     text = page(results)
-    section = text.split("## Decoding: one query row against a KV cache\n")[1]
+    section = text.split("## Decoding: one query row against a KV cache (`results/decode.json`)\n")[1].split("\n## ")[0]
     assert "bottom-right causal mask hides no key" in section
     assert "**batch 4, seq_len 1, heads 8, kv_heads 2, kv_len 1024, head_dim 128, bf16** on Test GPU" in section
     assert "kv_len 2048" in section
@@ -188,11 +184,71 @@ def test_decode_json_is_its_own_section_in_gb_per_s(results):
     assert f"| {median:.0f} [{gbps[1]:.0f}–{gbps[0]:.0f}]" in fa2 and f"| {median / 2000 * 100:.1f}%" in fa2
     assert section.count("- command: `python runner.py decode --json results/decode.json`") == 1
     assert text.index("## Decoding") > text.index("## Causal")
+    ceilings = text.split("## Ceilings: the tensor-core rates, L2 and DRAM (`results/peak.json`)\n")[1]
+    assert "| dram copy | 2.00     | 2.00 - 2.00" in ceilings and "- command: `python runner.py peak`" in ceilings
 
 
 def test_decode_section_without_a_dram_ceiling_says_why(results):
     decode_file(results, device="Another GPU")
-    section = page(results).split("## Decoding")[1]
+    section = page(results).split("## Decoding")[1].split("\n## ")[0]
     headers = [line for line in section.splitlines() if line.startswith("|  ")]
     assert len(headers) == 2 and all("| GB/s" in line and "% of DRAM" not in line for line in headers)
     assert f"% of DRAM: left out, no {results / 'peak.json'}" in section
+
+
+# --- every file in results/ on the page, once ---------------------------------------------------------------
+
+
+def sections(text: str, name: str) -> list[str]:
+    """The page's headings and link lines that name results/NAME."""
+    return [
+        line
+        for line in text.splitlines()
+        if (line.startswith("## ") and line.endswith(f"(`results/{name}`)"))
+        or line.startswith(f"- [`results/{name}`](../results/{name}):")
+    ]
+
+
+def test_every_file_in_results_is_rendered_or_linked_by_the_results_page():
+    text = (ROOT / "docs" / "results.md").read_text()
+    for path in sorted((ROOT / "results").iterdir()):
+        assert len(sections(text, path.name)) == 1, f"docs/results.md does not show results/{path.name} once"
+
+
+def profile_file(results: Path) -> None:
+    """results/profile_k03_fa2.json as `runner.py profile --json` saves it: two targets, a duration each."""
+    readings = {"gpu__time_duration.sum": {"value": 2_000_000.0, "unit": "nsecond"}}
+    profiles = [
+        {
+            "target": name,
+            "kernel": "k",
+            "block": "(128, 1, 1)",
+            "grid": "(1, 1, 1)",
+            "readings": readings,
+            "executed": {},
+        }
+        for name in ("k03_ldmatrix", "torch FA2")
+    ]
+    shape = {"batch": 1, "seq_len": 64, "heads": 1, "dtype": "bf16", "causal": False}
+    record = {"shape": shape, "device": "Test GPU", "nvrtc": None, "command": "python runner.py profile 3 fa2"}
+    (results / "profile_k03_fa2.json").write_text(json.dumps(record | {"profiles": profiles}))
+
+
+def test_each_kind_of_file_is_on_the_page_once_in_order(results):
+    profile_file(results)
+    saved(results / "sweep_other.json", False, {"torch FA2": [1.0], "k03_ldmatrix": [2.0]})
+    (results / "notes.txt").write_text("# what the notes hold\nmore\n")
+    (results / "profile_k03_fa2.txt").write_text("the table\n")
+    text = page(results)
+    names = ["headline.json", "causal.json", "sweep_other.json", "ablation_ch03.json", "profile_k03_fa2.json"]
+    names += ["notes.txt", "profile_k03_fa2.txt"]
+    found = [sections(text, name) for name in names]
+    assert all(len(lines) == 1 for lines in found), found
+    assert [text.index(lines[0]) for lines in found] == sorted(text.index(lines[0]) for lines in found)
+    assert "## Ablation: loads against layouts (`results/ablation_ch03.json`)" in text
+    assert "**loads against layouts**" in text and "| per-lane loads | 250.0 [227.3–250.0] (k02_cp_async)" in text
+    assert re.search(r"^\| duration +\| +2\.000 ms \| +2\.000 ms \|$", text, flags=re.MULTILINE)
+    assert "## Nsight Compute: k03_ldmatrix, torch FA2 (`results/profile_k03_fa2.json`)" in text
+    assert "- command: `python runner.py profile 3 fa2`" in text
+    assert "](../results/notes.txt): what the notes hold" in text
+    assert "](../results/profile_k03_fa2.txt): the table of `results/profile_k03_fa2.json`" in text

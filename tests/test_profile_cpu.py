@@ -205,6 +205,22 @@ def test_profile_saves_json_and_prints_markdown(tmp_path, monkeypatch, capsys, h
     assert only["readings"]["gpu__time_duration.sum"] == {"value": 2621150.0, "unit": "nsecond"}
 
 
+def test_a_saved_profile_renders_as_the_command_printed_it(tmp_path, monkeypatch, capsys, hopper):
+    fake_ncu(tmp_path, monkeypatch, raw_page())
+    saved = tmp_path / "profiling.json"
+    ran = run_command(capsys, "profile", "1", "fa2", "--markdown", "--json", saved)
+    assert ran.code == 0, ran.err
+    table = profiling.load_profile_table(saved)
+    assert table.markdown() == ran.out.rstrip("\n") and table.short_heads == ["k01", "FA2"]
+
+
+def test_a_file_that_is_not_a_saved_profile_is_named(tmp_path):
+    saved = tmp_path / "run.json"
+    saved.write_text("[]")
+    with pytest.raises(ValueError, match=f"{saved}: not profiles saved by"):
+        profiling.load_profile_table(saved)
+
+
 def test_a_profile_of_torchs_kernels_alone_names_no_nvrtc(tmp_path, monkeypatch, capsys, hopper):
     fake_ncu(tmp_path, monkeypatch, raw_page())
     saved = tmp_path / "profiling.json"

@@ -427,14 +427,21 @@ def headline_shape() -> str:
 FASTEST_COLUMNS = ["family", "ms", "at TFLOP/s"]
 
 
+def markdown_tables(run: PeakRun) -> str:
+    """Both tables in GitHub Markdown, each under its bold title: what `--markdown` prints."""
+    return (
+        f"**Ceilings** on {run.environment.get('device', '?')}\n\n"
+        f"{tabulate(ceiling_rows(run), headers=COLUMNS, tablefmt='github', disable_numparse=True)}\n\n"
+        f"**{FASTEST}** ({headline_shape()})\n\n"
+        f"{tabulate(fastest_rows(run), headers=FASTEST_COLUMNS, tablefmt='github', disable_numparse=True)}\n"
+    )
+
+
 def print_run(run: PeakRun, *, markdown: bool = False) -> None:
     """Both tables: as rich tables on the terminal, or as GitHub Markdown."""
     device = run.environment.get("device", "?")
     if markdown:
-        print(f"**Ceilings** on {device}\n")
-        print(tabulate(ceiling_rows(run), headers=COLUMNS, tablefmt="github", disable_numparse=True) + "\n")
-        print(f"**{FASTEST}** ({headline_shape()})\n")
-        print(tabulate(fastest_rows(run), headers=FASTEST_COLUMNS, tablefmt="github", disable_numparse=True) + "\n")
+        print(markdown_tables(run))
         return
     console = stdout_console()
     ceilings = Table(title="Ceilings", caption=device)

@@ -30,7 +30,7 @@ from kernels.launch import gpu_arch
 from kernels.tools.cli import ToolError, UsageError, names
 from kernels.tools.opcodes import INTEGER_ALU, group_counts
 from kernels.tools.progress import Progress
-from kernels.tools.run_once import Target, runnable, targets
+from kernels.tools.run_once import REFERENCES, Target, runnable, targets
 from kernels.tools.side_by_side import Cell, Row, SideBySide, print_side_by_side
 
 HEADLINE = {
@@ -256,7 +256,7 @@ def stall_rows(profiles: list[Profile]) -> list[Row]:
     return rows
 
 
-def profile_table(profiles: list[Profile], chosen: list[Target], title: str) -> SideBySide:
+def profile_table(profiles: list[Profile], short_heads: list[str], title: str) -> SideBySide:
     """The launch, the headline metrics, the executed instructions and the stalls, one column per target."""
     launch = [("threads / block", [Cell(p.block) for p in profiles]), ("blocks", [Cell(p.grid) for p in profiles])]
     headline = [
@@ -265,8 +265,8 @@ def profile_table(profiles: list[Profile], chosen: list[Target], title: str) -> 
     ]
     return SideBySide(
         title=title,
-        heads=[target.name for target in chosen],
-        short_heads=[target.short_name for target in chosen],
+        heads=[profile.target for profile in profiles],
+        short_heads=short_heads,
         sections=[launch + headline, executed_rows(profiles), stall_rows(profiles)],
         caption="Instructions: warp instructions executed, by opcode; integer ALU is "
         f"{', '.join(INTEGER_ALU)}. Stalls: cycles per issued instruction.",
@@ -303,6 +303,22 @@ def save_profiles(profiles: list[Profile], args: argparse.Namespace, path: Path,
     path.write_text(json.dumps(record, indent=1) + "\n")
 
 
+def load_profile_table(path: Path) -> SideBySide:
+    """The table `runner.py profile` printed, again from the JSON its --json saved; a ValueError naming the file
+    where it is not such a JSON."""
+    try:
+        record = json.loads(Path(path).read_text())
+        profiles = [
+            Profile(**entry | {"readings": {name: Reading(**r) for name, r in entry["readings"].items()}})
+            for entry in record["profiles"]
+        ]
+        title = profile_title(argparse.Namespace(**record["shape"]), record.get("nvrtc"))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not profiles saved by `runner.py profile --json` ({error!r})") from error
+    short = {name: short_name for name, short_name, _ in REFERENCES.values()}
+    return profile_table(profiles, [short.get(p.target, p.target.split("_")[0]) for p in profiles], title)
+
+
 def this_gpu() -> str | None:
     """The architecture of the GPU the kernels would run on ("sm_90"), or None where torch sees no GPU."""
     return gpu_arch(0) if torch.cuda.is_available() else None
@@ -335,7 +351,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if PER_OPCODE in metrics and not any(profile.executed for profile in profiles):
         print(NO_OPCODE_NAMES, file=sys.stderr)
     nvrtc = compiled_by(chosen)
-    table = profile_table(profiles, chosen, profile_title(args, nvrtc))
+    table = profile_table(profiles, [target.short_name for target in chosen], profile_title(args, nvrtc))
     if args.markdown:
         print(table.markdown())
     else:
