@@ -28,12 +28,33 @@ def test_every_figure_in_docs_has_one_drawing(figures):
 
 def test_named_figures_are_drawn_alone_at_the_size_of_the_committed_ones(figures, tmp_path):
     """Only the figures named are drawn; the ladder from results/headline.json has the committed ladder's size,
-    which follows from the number of chapters in that file."""
+    which follows from the number of chapters in that file (rows of at most eight)."""
     figures.main(["swizzle", "ladder", "--out", str(tmp_path / "out")])
     drawn = sorted((tmp_path / "out").iterdir())
     assert [png.name for png in drawn] == ["ladder.png", "swizzle.png"]
     for png in drawn:
         assert png_size(png) == png_size(FIGURES / png.name)
+
+
+def test_the_ladder_is_two_rows_of_chapters_on_one_scale_at_most_twice_as_wide_as_tall(figures, tmp_path, monkeypatch):
+    """At a page's width (~880 px) the ladder stays legible: chapters 1-8 over chapters 9-16, each row's bars those
+    chapters in order, both rows on the same TFLOP/s axis, the picture no more than twice as wide as tall."""
+    import matplotlib.pyplot as plt
+    from matplotlib.container import BarContainer
+
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)  # keep the figure to look at it
+    figures.ladder.figure_ladder(tmp_path / "ladder.png", HEADLINE)
+    width, height = png_size(tmp_path / "ladder.png")
+    assert width <= 2 * height
+    chapters = [row.name for row in figures.ladder.first_run(HEADLINE).rows if row.kind == "chapter"]
+    axes = kept[0].axes
+    rows = [[label.get_text() for label in ax.get_xticklabels()] for ax in axes]
+    assert rows == [chapters[:8], chapters[8:]]
+    for ax in axes:
+        bars = next(c for c in ax.containers if isinstance(c, BarContainer))
+        assert len(bars.patches) == 8
+    assert len({ax.get_ylim() for ax in axes}) == 1
 
 
 def test_an_unknown_figure_is_refused_with_the_names(figures, capsys):
@@ -97,6 +118,24 @@ def test_roofline_is_drawn_from_a_peak_json_of_the_same_gpu(figures, tmp_path):
     peak = synthetic_peak(tmp_path / "peak.json", device)
     figures.roofline.figure_roofline(tmp_path / "roofline.png", peak, HEADLINE)
     assert (tmp_path / "roofline.png").stat().st_size > 0
+
+
+def test_the_roofline_legend_stands_beside_the_plot_not_over_the_markers(figures, tmp_path, monkeypatch):
+    """The legend names every chapter and lies wholly outside the axes, so no chapter's marker hides under it."""
+    import matplotlib.pyplot as plt
+
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)  # keep the figure to look at it
+    device = json.loads(HEADLINE.read_text())[0]["environment"]["device"]
+    figures.roofline.figure_roofline(
+        tmp_path / "roofline.png", synthetic_peak(tmp_path / "peak.json", device), HEADLINE
+    )
+    ax = kept[0].axes[0]
+    legend = ax.get_legend()
+    chapters = [row.name for row in figures.ladder.first_run(HEADLINE).rows if row.kind == "chapter"]
+    assert [text.get_text().split(":")[0] for text in legend.get_texts()][-len(chapters) :] == chapters
+    renderer = kept[0].canvas.get_renderer()
+    assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
 
 
 def test_roofline_is_skipped_without_a_peak_json_or_for_another_gpu(figures, tmp_path, capsys):

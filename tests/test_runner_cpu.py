@@ -241,14 +241,15 @@ def test_plot_has_error_bars_and_bands_from_a_saved_run(saved, tmp_path, monkeyp
     run = load_runs(saved)[0]
     plot_ladder(run, tmp_path / "ladder.png")
     assert (tmp_path / "ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    ax = figures[0].axes[0]
-    bars = next(c for c in ax.containers if isinstance(c, BarContainer))
-    segments = bars.errorbar.lines[2][0].get_segments()
+    axes = figures[0].axes  # one row of bars per eight kernels
+    bars = [next(c for c in ax.containers if isinstance(c, BarContainer)) for ax in axes]
+    segments = [segment for row_bars in bars for segment in row_bars.errorbar.lines[2][0].get_segments()]
     kernels = [row for row in run.rows if row.kind != "reference"]
     for segment, row in zip(segments, kernels, strict=True):
         assert sorted(segment[:, 1]) == pytest.approx([row.tflops_spread.low, row.tflops_spread.high])
     band = run.rows[0].tflops_spread
-    assert any(patch.get_y() == pytest.approx(band.low) for patch in ax.patches if patch not in bars.patches)
+    for ax, row_bars in zip(axes, bars, strict=True):
+        assert any(patch.get_y() == pytest.approx(band.low) for patch in ax.patches if patch not in row_bars.patches)
 
 
 def test_plots_a_saved_run_from_the_command_line_and_says_where(saved, tmp_path, capsys):

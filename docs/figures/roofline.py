@@ -44,7 +44,7 @@ def figure_roofline(path: Path, peak_file: Path, run_file: Path) -> None:
     ceilings = {family: ceiling["tflops"] for family, ceiling in peak["ceilings"].items()}
     dram_tbps, l2_tbps = peak["memory"]["dram copy"]["tbps"], peak["memory"]["l2 read"]["tbps"]
 
-    fig, ax = plt.subplots(figsize=(12, 7.4), layout="constrained")
+    fig, ax = plt.subplots(figsize=(13.5, 7.4), layout="constrained")
     intensity = [2 ** (i / 8) for i in range(4 * 8, 13 * 8 + 1)]  # 16 ... 8192 FLOP per byte
     ax.plot(intensity, [l2_tbps * x for x in intensity], color="#4c72b0", label=f"L2: {l2_tbps:.2f} TB/s")
     ax.plot(intensity, [dram_tbps * x for x in intensity], color="#8c8c8c", label=f"DRAM: {dram_tbps:.2f} TB/s")
@@ -108,7 +108,7 @@ def figure_roofline(path: Path, peak_file: Path, run_file: Path) -> None:
     ax.set_ylim(10, 2 * max(ceilings.values()))
     ax.set_xlabel("FLOP per byte moved; filled: per byte the blocks ask of L2 (BLOCK_Q, almost exactly)")
     ax.set_ylabel("TFLOP/s")
-    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, borderaxespad=0)  # beside: over no marker
     ax.set_title(
         f"Roofline with two memory levels, {shape['batch']} x {shape['seq_len']} x {shape['heads']} heads x "
         f"{shape['head_dim']}, {shape['dtype']} on {run.environment['device']}\n"
