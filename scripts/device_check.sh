@@ -37,7 +37,7 @@ step() {
 stage_tests() {
     step "GPU" tests.txt nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
     step "versions" tests.txt "$PYTHON" -c "import torch, cupy; print('torch', torch.__version__, 'cupy', cupy.__version__)"
-    step "tests" tests.txt "$PYTHON" -m pytest -q  # the README's test command
+    step "tests" tests.txt "$PYTHON" -m pytest -q -n auto  # the README's test command
     tail -n 1 "$OUT/tests.txt"
 }
 
