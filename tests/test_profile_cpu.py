@@ -138,7 +138,10 @@ def test_flash_attention_4_is_a_target_by_name_only():
     only torch's kernels stand beside the chapters."""
     [fa4] = targets(["fa4"])
     assert (fa4.name, fa4.short_name, fa4.chapter) == ("flash-attn-4", "FA4", None)
-    assert re.search(fa4.kernel, "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_0")
+    assert re.search(
+        fa4.kernel,
+        "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_object_at__tensor0000o11101213",
+    )
     assert "fa4" not in [t.token for t in targets([])]
 
 
