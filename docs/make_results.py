@@ -9,7 +9,8 @@ ceilings of results/peak.json (`runner.py peak --json`), the profiles of `runner
 with a line for each text file. results/peak.json also gives "% of peak" and "% of DRAM". The README
 table is exactly what `runner.py --from-json results/headline.json --markdown` prints, so the two never
 disagree. A page's snippet lies between `<!-- results:NAME:start -->` and `<!-- results:NAME:end -->`:
-`step-05` is chapter 5 and the chapter before it, headline and causal; `ablation-ch03` is the grid of
+`step-05` is chapter 5 and the chapter before it, headline and causal; `decode-17` is chapter 17 and the one
+before it at the decode shapes of results/decode.json, beside cuDNN; `ablation-ch03` is the grid of
 results/ablation_ch03.json (`runner.py ablate 3 --json ...`). A snippet whose results are missing is left as
 it is, with a warning.
 """
@@ -30,7 +31,7 @@ from kernels.tools.ceilings import Ceilings, load_ceilings  # noqa: E402
 from kernels.tools.peak import load_peak, markdown_tables  # noqa: E402
 from kernels.tools.profiling import load_profile_table  # noqa: E402
 from kernels.tools.runs import Run, RunFileError, load_runs, shape_title  # noqa: E402
-from kernels.tools.stats import verdict  # noqa: E402
+from kernels.tools.stats import ratio_spread, verdict  # noqa: E402
 from kernels.tools.tables import (  # noqa: E402
     ceiling_notes,
     format_spread,
@@ -352,6 +353,42 @@ def step_snippet(number: str, results: Path) -> str:
     )
 
 
+def decode_snippet(number: str, results: Path) -> str:
+    """Chapter N and the chapter before it at each decode shape: median GB/s [min–max], the step, and cuDNN's GB/s."""
+    runs = load_runs(results / DECODE_FILE)
+    rows = [row.name for row in runs[0].rows if row.kind == "chapter"]
+    name = next((n for n in rows if n.startswith(f"k{number}_")), None)
+    if name is None or rows.index(name) == 0:
+        raise MissingResults(f"chapter {int(number)} or the one before it is not in results/{DECODE_FILE}")
+    before = rows[rows.index(name) - 1]
+    lines = []
+    for run in runs:
+        by_name = {row.name: row for row in run.rows}
+        cudnn = by_name.get("torch cuDNN")
+        if before not in by_name or name not in by_name or cudnn is None:
+            raise MissingResults(f"a run of results/{DECODE_FILE} lacks {before}, {name} or torch cuDNN")
+        shape = run.shape
+        ratio = ratio_spread(cudnn.round_ms, by_name[name].round_ms)
+        lines.append(
+            [
+                f"{shape['batch']} × {shape['kv_len']:,}, {shape['heads']}/{shape['kv_heads']}",
+                format_spread(run.gbps_spread(by_name[before]), run.rounds, 0),
+                format_spread(run.gbps_spread(by_name[name]), run.rounds, 0),
+                step_text(run, name),
+                format_spread(run.gbps_spread(cudnn), run.rounds, 0),
+                format_spread(ratio, run.rounds, 2, "×"),
+            ]
+        )
+    headers = ["batch × keys, heads/KV heads", f"{before} GB/s", f"{name} GB/s", "step", "cuDNN GB/s", "÷ cuDNN"]
+    run = runs[0]
+    return (
+        f"{markdown(headers, lines)}\n\nOne query row per sequence, head_dim 128, bf16, on "
+        f"{run.environment.get('device', '?')}: {rounds_words(run)}; GB/s count the fewest bytes a call must move; the "
+        f"step and ÷ cuDNN are medians of per-round ratios. From results/{DECODE_FILE} "
+        f"(`{run.environment.get('command', '?')}`)."
+    )
+
+
 def ablation_snippet(name: str, results: Path) -> str:
     """An ablation set's grid of median TFLOP/s [min–max], with its shape and the command that measured it."""
     path = results / f"ablation_{name}.json"
@@ -367,6 +404,7 @@ def ablation_snippet(name: str, results: Path) -> str:
 
 SNIPPETS: dict[re.Pattern, Callable[[str, Path], str]] = {
     re.compile(r"step-(\d\d)"): step_snippet,
+    re.compile(r"decode-(\d\d)"): decode_snippet,
     re.compile(r"ablation-(ch\d\d)"): ablation_snippet,
 }
 

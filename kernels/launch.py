@@ -15,6 +15,14 @@ from kernels.build import ALL_INSTANCES, CUDA_TYPES, BuildError, compile_nvrtc, 
 from kernels.tma import TensorMapError, tensor_map
 
 HEAD_DIM = 128
+SCALE = 1.0 / math.sqrt(HEAD_DIM)  # the softmax scale unless a call gives another
+# Split-KV chapters: the keys of each query tile are split when the query tiles fill less than SPLIT_BELOW of the
+# SMs, into the fewest splits whose last wave is at least SPLIT_EFFICIENCY as full as the best split count's.
+SPLIT_BELOW = 0.8
+SPLIT_EFFICIENCY = 0.85
+COMBINE_WARPS = 4  # combine_splits: one warp per row of the output
+# The merge after a split launch, per element type: a second entry of a split-KV chapter's .cu.
+COMBINE_INSTANCES = {dtype: f"combine_splits<{name}>" for dtype, name in CUDA_TYPES.items()}
 # The element types the kernels take, by the names the command line uses.
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 MAX_GRID_YZ = 65535  # heads go on grid.y and the batch on grid.z: CUDA caps both
@@ -170,6 +178,58 @@ def check_output(out: torch.Tensor, q: torch.Tensor) -> None:
         raise ValueError("out must be contiguous and 16-byte aligned")
 
 
+def check_scale(scale: float | None) -> float:
+    """The softmax scale: 1/sqrt(128) when None, else a finite positive number (a TypeError/ValueError if not)."""
+    if scale is None:
+        return SCALE
+    if isinstance(scale, bool) or not isinstance(scale, int | float):
+        raise TypeError(f"scale must be a float, got {type(scale).__name__}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be finite and positive, got {scale}")
+    return float(scale)
+
+
+def check_seq_lens_k(
+    seq_lens_k: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor, *, causal: bool
+) -> torch.Tensor | None:
+    """Per-sequence KV lengths: an int32 tensor of shape (batch,) on q's device, each in [1, seq_len_k], and at
+    least seq_len_q when causal (a query sees its own position). The values are read back to check them, a sync,
+    except while a CUDA graph is being captured (there nothing may sync)."""
+    if seq_lens_k is None:
+        return None
+    if not isinstance(seq_lens_k, torch.Tensor):
+        raise TypeError(f"seq_lens_k must be a torch.Tensor, got {type(seq_lens_k).__name__}")
+    if seq_lens_k.dtype != torch.int32:
+        raise TypeError(f"seq_lens_k must be torch.int32, got {seq_lens_k.dtype}")
+    if seq_lens_k.shape != (q.shape[0],):
+        raise ValueError(f"seq_lens_k must have shape (batch,) = ({q.shape[0]},), got {tuple(seq_lens_k.shape)}")
+    if seq_lens_k.device != q.device:
+        raise ValueError(f"seq_lens_k is on {seq_lens_k.device}; q is on {q.device}")
+    low = q.shape[1] if causal else 1
+    if not torch.cuda.is_current_stream_capturing():
+        shortest, longest = (int(n) for n in torch.aminmax(seq_lens_k))
+        if shortest < low or longest > k.shape[1]:
+            rule = "between seq_len_q and seq_len_k when causal" if causal else "between 1 and seq_len_k"
+            raise ValueError(
+                f"seq_lens_k must lie in [{low}, {k.shape[1]}] ({rule}), got values from {shortest} to {longest}"
+            )
+    return seq_lens_k.contiguous()
+
+
+def split_count(query_tiles: int, key_tiles: int, sms: int) -> int:
+    """How many splits a split-KV chapter deals each query tile's key tiles to (see SPLIT_BELOW)."""
+    if query_tiles >= SPLIT_BELOW * sms:
+        return 1
+
+    def last_wave_fill(splits: int) -> float:
+        work = query_tiles * splits
+        return work / (math.ceil(work / sms) * sms)
+
+    counts = range(1, max(key_tiles, 1) + 1)
+    best = max(last_wave_fill(n) for n in counts)
+    return next(n for n in counts if last_wave_fill(n) >= SPLIT_EFFICIENCY * best)
+
+
 def gpu_arch(device_index: int) -> str:
     """A GPU's architecture as compilers name it, e.g. "sm_90"."""
     major, minor = torch.cuda.get_device_capability(device_index)
@@ -219,13 +279,24 @@ class AttentionKernel:
     ``tensor_maps``: the kernel copies with TMA and takes q, k and v as tensor maps, built per call, whose
     copies move a box of one head (see ``kernels.tma``): ``BLOCK_KV`` rows by ``PLANE`` columns, one plane of
     a tile. ``persistent``: one block per SM works through the query tiles; the batch size is the last argument.
+    ``packed_gqa``: a query tile holds the heads of one K/V group at several positions (``packed_tile``), and the
+    Q map's box spans those heads. ``kv_cache``: the kernel takes per-sequence KV lengths, writes the log-sum-exp on
+    request and splits the keys when the query tiles are too few to fill the GPU (``split_count``), merging the
+    splits with its ``combine_splits``; its arguments after o are o_partial, lse, seq_lens_k, and n_splits last.
 
     Under torch.compile a launch is a graph break: Dynamo runs it as it is, between the graphs it compiles
     (``torch.ops.fa_ladder.attention`` is the form that compiles into one graph).
     """
 
     def __init__(
-        self, source: Path, *, arch: str | None = None, tensor_maps: bool = False, persistent: bool = False
+        self,
+        source: Path,
+        *,
+        arch: str | None = None,
+        tensor_maps: bool = False,
+        persistent: bool = False,
+        packed_gqa: bool = False,
+        kv_cache: bool = False,
     ) -> None:
         self.source = source
         self.chapter = source.parent.name
@@ -239,6 +310,9 @@ class AttentionKernel:
         self.arch = arch
         self.tensor_map_box = (constants["BLOCK_KV"], constants["PLANE"]) if tensor_maps else None
         self.persistent = persistent
+        self.packed_gqa = packed_gqa
+        self.kv_cache = kv_cache
+        self.instances = ALL_INSTANCES + (tuple(COMBINE_INSTANCES.values()) if kv_cache else ())
         self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
 
     def runs_on(self, gpu: str) -> bool:
@@ -265,9 +339,22 @@ class AttentionKernel:
         *,
         causal: bool = False,
         out: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """softmax(q kᵀ / √128) v, causal (bottom-right) or not; written into ``out`` when given."""
+        scale: float | None = None,
+        seq_lens_k: torch.Tensor | None = None,
+        return_lse: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """softmax(scale · q kᵀ) v, causal (bottom-right) or not; written into ``out`` when given.
+
+        ``scale`` defaults to 1/√128. Split-KV chapters (``kv_cache``) also take ``seq_lens_k`` (sequence b sees its
+        first seq_lens_k[b] keys) and, with ``return_lse``, return (out, lse): lse is float32 (batch, heads, seq_len_q),
+        the natural log of each row's softmax denominator.
+        """
         q, k, v = check_inputs(q, k, v, causal=causal)
+        scale = check_scale(scale)
+        if (seq_lens_k is not None or return_lse) and not self.kv_cache:
+            wanted = "per-sequence KV lengths" if seq_lens_k is not None else "the log-sum-exp"
+            raise ValueError(f"{self.chapter}: {wanted} need a split-KV chapter (kv_cache), not this one")
+        seq_lens_k = check_seq_lens_k(seq_lens_k, q, k, causal=causal)
         if out is None:
             out = torch.empty_like(q)
         else:
@@ -275,22 +362,34 @@ class AttentionKernel:
         batch, seq_len_q, n_heads, head_dim = q.shape
         _, seq_len_k, n_kv_heads, _ = k.shape
         kernel = self._kernel(q.device.index, q.dtype, bool(causal))
-        grid = (math.ceil(seq_len_q / self.block_q), n_heads, batch)
+        tile_heads, tile_positions = self.packed_tile(n_heads, n_kv_heads)
+        # Query tiles: per (batch, head) without packing; per (batch, K/V head, chunk of a group) with it.
+        head_tiles = n_kv_heads * math.ceil(n_heads // n_kv_heads / tile_heads)
+        grid = (math.ceil(seq_len_q / tile_positions), head_tiles, batch)
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        n_splits = self.splits(q.shape, k.shape, sms)
         if self.persistent:
-            grid = (min(math.prod(grid), torch.cuda.get_device_properties(q.device).multi_processor_count), 1, 1)
+            grid = (min(math.prod(grid) * n_splits, sms), 1, 1)
         if self.tensor_map_box is None:
             inputs = [np.uint64(tensor.data_ptr()) for tensor in (q, k, v)]
         else:
             from cupy.cuda.function import CPointer
 
-            maps = self._tensor_maps(q, k, v)  # referenced until the launch below has copied their 128 bytes each
+            maps = self._tensor_maps(q, k, v, tile_heads)  # referenced until the launch has copied their bytes
             inputs = [CPointer(encoded.getPtr()) for encoded in maps]  # CuPy passes the bytes pointed to, by value
+        lse = q.new_empty((batch, n_heads, seq_len_q), dtype=torch.float32) if return_lse else None
+        if n_splits > 1:  # each split's rows and log-sum-exp; -inf marks a split with no key tile for a row
+            o_partial = q.new_empty((n_splits, *q.shape), dtype=torch.float32)
+            lse_partial = q.new_full((n_splits, batch, n_heads, seq_len_q), -math.inf, dtype=torch.float32)
+        else:
+            o_partial, lse_partial = None, lse
         args = (
             *inputs,
-            np.uint64(out.data_ptr()),
+            *(_address(tensor) for tensor in (out, *((o_partial, lse_partial, seq_lens_k) if self.kv_cache else ()))),
             *(np.int32(n) for n in (seq_len_q, seq_len_k, n_heads, n_kv_heads)),
-            np.float32(1.0 / math.sqrt(head_dim)),
+            np.float32(scale),
             *((np.int32(batch),) if self.persistent else ()),
+            *((np.int32(n_splits),) if self.kv_cache else ()),
         )
         import cupy
 
@@ -299,14 +398,44 @@ class AttentionKernel:
         try:
             with cupy.cuda.Device(q.device.index):
                 kernel(grid, (self.n_threads,), args, shared_mem=self.smem_bytes, stream=stream)
+                if n_splits > 1:
+                    rows = batch * seq_len_q * n_heads
+                    merge = (o_partial, lse_partial, out, lse)
+                    self._combine(q.device.index, q.dtype)(
+                        (math.ceil(rows / COMBINE_WARPS),),
+                        (COMBINE_WARPS * 32,),
+                        (*(_address(t) for t in merge), *(np.int32(n) for n in (rows, seq_len_q, n_heads, n_splits))),
+                        stream=stream,
+                    )
         except Exception as error:
             raise KernelError(f"{self.chapter}: launch of grid {grid} failed: {error}") from error
-        return out
+        return (out, lse) if return_lse else out
 
-    def _tensor_maps(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> list:
+    def splits(self, q_shape: tuple[int, ...], k_shape: tuple[int, ...], sms: int) -> int:
+        """How many splits a call with these q and k shapes deals each query tile's keys to (1 unless kv_cache)."""
+        batch, seq_len_q, n_heads, _ = q_shape
+        seq_len_k, n_kv_heads = k_shape[1], k_shape[2]
+        if not self.kv_cache:
+            return 1
+        tile_heads, tile_positions = self.packed_tile(n_heads, n_kv_heads)
+        query_tiles = math.ceil(seq_len_q / tile_positions) * n_kv_heads * math.ceil(n_heads // n_kv_heads / tile_heads)
+        return split_count(query_tiles * batch, math.ceil(seq_len_k / self.block_q), sms)
+
+    def packed_tile(self, n_heads: int, n_kv_heads: int) -> tuple[int, int]:
+        """The (heads, positions) of one query tile: (1, BLOCK_Q) unpacked; packed, the heads of one K/V group.
+
+        A group larger than a tile is split into tiles of BLOCK_Q heads at one position each; a tile whose heads do
+        not divide BLOCK_Q leaves its last rows empty. The packed kernel derives the same from its arguments.
+        """
+        tile_heads = min(n_heads // n_kv_heads, self.block_q) if self.packed_gqa else 1
+        return tile_heads, self.block_q // tile_heads
+
+    def _tensor_maps(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tile_heads: int = 1) -> list:
         """The TMA tensor maps of q, k and v, or a KernelError naming the chapter and what is missing."""
+        rows, cols = self.tensor_map_box
         try:
-            return [tensor_map(tensor, *self.tensor_map_box) for tensor in (q, k, v)]
+            q_map = tensor_map(q, rows // tile_heads, cols, box_heads=tile_heads)
+            return [q_map, *(tensor_map(tensor, rows, cols) for tensor in (k, v))]
         except TensorMapError as error:
             raise KernelError(f"{self.chapter}: {error}") from error
 
@@ -319,6 +448,23 @@ class AttentionKernel:
 
     def _load(self, device_index: int, dtype: torch.dtype, causal: bool):
         arch = self.build_arch(gpu_arch(device_index))  # a ValueError on a GPU the kernel is not written for
+        entry = name_expression(dtype, causal)
         return load_function(
-            self.source, arch, name_expression(dtype, causal), device_index, self.smem_bytes, label=self.chapter
+            self.source, arch, entry, device_index, self.smem_bytes, label=self.chapter, instances=self.instances
         )
+
+    def _combine(self, device_index: int, dtype: torch.dtype):
+        """A split-KV chapter's combine_splits for one device and element type (loaded once)."""
+        key = (device_index, dtype, "combine")
+        if key not in self._loaded:
+            arch = self.build_arch(gpu_arch(device_index))
+            entry = COMBINE_INSTANCES[dtype]
+            self._loaded[key] = load_function(
+                self.source, arch, entry, device_index, 0, label=self.chapter, instances=self.instances
+            )
+        return self._loaded[key]
+
+
+def _address(tensor: torch.Tensor | None) -> np.uint64:
+    """A tensor's device address as a kernel argument; 0 (a null pointer) for None."""
+    return np.uint64(0 if tensor is None else tensor.data_ptr())

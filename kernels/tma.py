@@ -30,11 +30,12 @@ def cuda_driver():
     return driver
 
 
-def tensor_map(tensor: torch.Tensor, box_rows: int, box_cols: int):
-    """The map of a contiguous (batch, seq_len, heads, head_dim) tensor for copies of (box_rows, box_cols) of one head.
+def tensor_map(tensor: torch.Tensor, box_rows: int, box_cols: int, *, box_heads: int = 1):
+    """The map of a contiguous (batch, seq_len, heads, head_dim) tensor for copies of (box_rows, box_cols) of heads.
 
     The driver counts dimensions innermost first: (head_dim, heads, seq_len, batch), and a copy's box is
-    (box_cols, 1, box_rows, 1) at coordinates (col, head, row, batch). Rows past seq_len arrive as zeros,
+    (box_cols, box_heads, box_rows, 1) at coordinates (col, head, row, batch): in shared memory, the box_heads
+    heads of one row lie one after the other, then those of the next row. Rows past seq_len arrive as zeros,
     so the last tile of a sequence needs no bounds check, and one batch's rows never spill into the next.
     TMA needs the address 16-byte aligned and every stride a multiple of 16 bytes; a contiguous tensor of
     128-element rows at a 16-byte aligned address (what ``check_inputs`` hands the kernels) has both.
@@ -53,7 +54,7 @@ def tensor_map(tensor: torch.Tensor, box_rows: int, box_cols: int):
     element = tensor.element_size()
     dims = (head_dim, heads, seq_len, batch)
     strides = (head_dim * element, heads * head_dim * element, seq_len * heads * head_dim * element)  # bytes, dims 1-3
-    box = (box_cols, 1, box_rows, 1)
+    box = (box_cols, box_heads, box_rows, 1)
     try:
         status, encoded = driver.cuTensorMapEncodeTiled(
             getattr(driver.CUtensorMapDataType, ELEMENT_TYPES[tensor.dtype]),

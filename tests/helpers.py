@@ -142,6 +142,9 @@ GROUPED = [
     (1, 77, 1000, 16, 2),  # ragged lengths: the diagonal crosses tiles at an offset
     (2, 1, 1000, 16, 1),  # one new token against a cache, one K/V head for all (MQA)
     (1, 200, 515, 16, 16),  # several query tiles against a longer key sequence, no grouping
+    (2, 77, 300, 12, 4),  # a group of 3: a packed tile of 42 positions leaves two rows empty
+    (2, 1, 1000, 40, 8),  # decoding with groups of 5
+    (1, 33, 200, 160, 1),  # a group larger than a packed tile: two tiles of heads per position
 ]
 
 

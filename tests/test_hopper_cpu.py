@@ -321,6 +321,29 @@ def test_a_tma_chapter_names_itself_when_the_maps_cannot_be_made(monkeypatch):
         kernel._tensor_maps(q, q, q)
 
 
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "tile"),
+    [(16, 16, (1, 128)), (32, 8, (4, 32)), (12, 4, (3, 42)), (160, 1, (128, 1)), (64, 1, (64, 2))],
+)
+def test_a_packed_tile_holds_one_groups_heads(heads, kv_heads, tile):
+    """Packed chapters put the heads of one K/V group in a tile, at as many positions as fit in BLOCK_Q rows; a
+    group larger than a tile takes several. Unpacked chapters keep one head per tile."""
+    packed = [c.kernel for c in CHAPTERS if c.kernel.packed_gqa]
+    assert packed and all(c.kernel.packed_gqa for c in CHAPTERS if c.number >= 17)
+    for kernel in packed:
+        assert kernel.packed_tile(heads, kv_heads) == tile
+    assert by_number[16].kernel.packed_tile(heads, kv_heads) == (1, 128)
+
+
+def test_a_packed_q_map_copies_a_groups_heads_in_one_box(driver):
+    """Q's box spans the group's heads (the rows of a packed tile); K's and V's stay one head of BLOCK_KV rows."""
+    q = torch.zeros(2, 5, 32, 128, dtype=torch.bfloat16)
+    k = torch.zeros(2, 300, 8, 128, dtype=torch.bfloat16)
+    packed = next(c.kernel for c in CHAPTERS if c.kernel.packed_gqa)
+    packed._tensor_maps(q, k, k, *packed.packed_tile(32, 8)[:1])
+    assert [values(call[5]) for call in driver.calls] == [[64, 4, 32, 1], [64, 1, 128, 1], [64, 1, 128, 1]]
+
+
 # ---------------------------------------------------------------------------------------------------
 # The figures of pages 10-12, computed from the kernels' own formulas and schedules.
 # ---------------------------------------------------------------------------------------------------

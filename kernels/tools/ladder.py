@@ -230,7 +230,9 @@ def measure_run(args: argparse.Namespace, shape: dict, kernels: list[Chapter], p
     rows = checked_rows(contenders, inputs[0], exact, causal, flops, progress)
     del exact  # as large as the output in float32: free before timing
     order = timed_rounds(contenders, rows, inputs, causal, args, progress)
-    return Run(shape, environment(args.command_line), flops, list(rows.values()), order)
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    splits = {c.name: c.kernel.splits(q_shape, kv_shape, sms) for c in kernels if c.kernel.kv_cache}
+    return Run(shape, environment(args.command_line), flops, list(rows.values()), order, splits=splits)
 
 
 def measure_and_show(

@@ -102,6 +102,7 @@ class Run:
     rows: list[Row] = field(default_factory=list)
     order: list[list[str]] = field(default_factory=list)  # the contenders' order in each round
     grid: Grid | None = None  # an ablation's grid; None for the ladder
+    splits: dict[str, int] = field(default_factory=dict)  # split-KV chapters: how many splits the shape gave each
 
     @property
     def rounds(self) -> int:
@@ -147,6 +148,8 @@ class Run:
         }
         if self.grid is not None:
             data["grid"] = self.grid.to_json()
+        if self.splits:
+            data["splits"] = self.splits
         return data
 
     @classmethod
@@ -167,7 +170,8 @@ class Run:
             raise ValueError(f"the shape's dtype is {data['shape']['dtype']!r}, not one of {', '.join(DTYPE_NAMES)}")
         shape = {"kv_heads": data["shape"]["heads"], "kv_len": data["shape"]["seq_len"], **data["shape"]}
         grid = Grid.from_json(data["grid"]) if data.get("grid") else None
-        return cls(shape, dict(data["environment"]), flops, rows, order, grid)
+        splits = {name: int(n) for name, n in data.get("splits", {}).items()}
+        return cls(shape, dict(data["environment"]), flops, rows, order, grid, splits)
 
 
 def _row_from_json(data: dict, flops: float) -> Row:

@@ -68,6 +68,9 @@ def legend(run: Run, ceilings: Ceilings) -> str:
             f"\nsome calls take under {LAUNCH_MS} ms, about what launching one from Python costs the CPU: "
             "their times may include the launch"
         )
+    if run.splits:
+        counts = ", ".join(f"{name} {n}" for name, n in run.splits.items())
+        text += f"\nsplit-KV splits, each query tile's keys dealt to: {counts} (rule: split_count, kernels/launch.py)"
     return text if not memory_bound(run) else f"{text}\n{memory_legend(run, ceilings)}"
 
 

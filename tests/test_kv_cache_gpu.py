@@ -1,0 +1,127 @@
+"""The split-KV chapters (18 on) on the GPU: keys split across blocks and merged, per-sequence KV lengths, the
+log-sum-exp; and the chapters before them refusing what they do not compute."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
+
+from kernels import DTYPES
+from kernels.launch import gpu_arch
+from reference import attention_error, exact_attention
+from tests.helpers import CHAPTERS, random_qkv, requires_gpu
+
+pytestmark = requires_gpu
+KV_CACHE = [c for c in CHAPTERS if c.kernel.kv_cache]
+SMS = 132  # the split rule's input on an H200; the tests below choose shapes for it, and assert what it gave
+
+# (batch, seq_len_q, seq_len_k, heads, kv_heads): decoding (one query), a few queries against a long cache, and a
+# prefill; small grids split, large ones do not.
+SHAPES = [(3, 1, 2000, 32, 8), (2, 5, 1000, 16, 2), (2, 300, 700, 8, 8), (1, 1, 300, 40, 8)]
+
+
+@pytest.fixture(params=KV_CACHE, ids=[c.name for c in KV_CACHE])
+def chapter(request):
+    """A split-KV chapter; they are written for Hopper: elsewhere each is skipped, naming why."""
+    try:
+        request.param.kernel.build_arch(gpu_arch(0))
+    except ValueError as error:
+        pytest.skip(str(error))
+    return request.param
+
+
+def exact_with_lengths(q, k, v, lengths, causal, scale):
+    """Float64 attention of each sequence on its own first lengths[b] keys, and the natural log-sum-exp."""
+    group = q.shape[2] // k.shape[2]
+    outs, lses = [], []
+    for b, length in enumerate(lengths.tolist()):
+        qb = q[b].transpose(0, 1).double()
+        kb, vb = (x[b, :length].repeat_interleave(group, dim=1).transpose(0, 1).double() for x in (k, v))
+        scores = scale * qb @ kb.transpose(1, 2)
+        if causal:
+            seq_len_q = q.shape[1]
+            keys, queries = torch.arange(length, device=q.device), torch.arange(seq_len_q, device=q.device)
+            scores.masked_fill_(keys[None, :] > queries[:, None] + length - seq_len_q, -math.inf)
+        lses.append(torch.logsumexp(scores, dim=-1))
+        outs.append((torch.softmax(scores, dim=-1) @ vb).transpose(0, 1))
+    return torch.stack(outs).float(), torch.stack(lses).float()
+
+
+def torch_with_lengths(q, k, v, lengths, causal, scale):
+    """torch's own attention (its default backend) of each sequence on its first lengths[b] keys, in q's dtype."""
+    out = torch.empty_like(q)
+    for b, length in enumerate(lengths.tolist()):
+        qb, kb, vb = (x[b : b + 1, :n].transpose(1, 2) for x, n in ((q, q.shape[1]), (k, length), (v, length)))
+        mask = causal_lower_right(q.shape[1], length) if causal else None
+        out[b] = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale, enable_gqa=True)[0].transpose(
+            0, 1
+        )
+    return out
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"b{b}-q{q}-k{k}-h{h}-kv{kv}" for b, q, k, h, kv in SHAPES])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_lengths_and_log_sum_exp_match_exact_attention(chapter, shape, causal, dtype):
+    """Each sequence stops at its own length (one of them the whole cache, one the shortest allowed); every row is
+    written, as close as torch's own attention on the cut sequences, and the log-sum-exp to float32 rounding."""
+    batch, seq_len_q, seq_len_k, heads, kv_heads = shape
+    q, k, v = random_qkv(batch, seq_len_q, heads, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=kv_heads)
+    shortest = seq_len_q if causal else 1
+    generator = torch.Generator().manual_seed(batch)
+    lengths = torch.randint(shortest, seq_len_k + 1, (batch,), generator=generator, dtype=torch.int32)
+    lengths[0], lengths[-1] = seq_len_k, shortest
+    lengths = lengths.cuda()
+    scale = 0.05
+    exact, exact_lse = exact_with_lengths(q, k, v, lengths, causal, scale)
+    out = torch.full_like(q, math.nan)
+    result, lse = chapter.attention(q, k, v, causal=causal, out=out, scale=scale, seq_lens_k=lengths, return_lse=True)
+    torch.cuda.synchronize()
+    assert result.data_ptr() == out.data_ptr() and not out.isnan().any()
+    assert lse.shape == (batch, heads, seq_len_q) and lse.dtype == torch.float32
+    torch.testing.assert_close(lse, exact_lse, rtol=1e-4, atol=1e-3)
+    assert attention_error(out, exact).within(
+        attention_error(torch_with_lengths(q, k, v, lengths, causal, scale), exact)
+    )
+
+
+def test_small_grids_split_and_large_ones_do_not(chapter):
+    """The split rule at the shapes above: the decode shapes split their keys, the prefill does not."""
+    kernel = chapter.kernel
+    splits = {
+        shape: kernel.splits((b, q, h, 128), (b, k, kv, 128), SMS) for shape in SHAPES for b, q, k, h, kv in [shape]
+    }
+    assert splits[SHAPES[0]] > 1 and splits[SHAPES[1]] > 1 and splits[SHAPES[3]] > 1
+    assert kernel.splits((16, 4096, 16, 128), (16, 4096, 16, 128), SMS) == 1
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "split"])
+def test_log_sum_exp_without_lengths(chapter, split):
+    """return_lse alone: unsplit (the kernel writes it) and split (combine_splits does)."""
+    batch, seq_len = (8, 1024) if not split else (1, 700)
+    q, k, v = random_qkv(batch, seq_len, 16, DTYPES["bf16"], seed=3)
+    assert (chapter.kernel.splits(q.shape, k.shape, SMS) > 1) == split
+    out, lse = chapter.attention(q, k, v, causal=True, return_lse=True)
+    scores = (q.double().transpose(1, 2) @ k.double().permute(0, 2, 3, 1)) / math.sqrt(128)
+    scores.masked_fill_(torch.ones(seq_len, seq_len, dtype=torch.bool, device="cuda").triu(1), -math.inf)
+    torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1).float(), rtol=1e-4, atol=1e-3)
+    assert attention_error(out, exact_attention(q, k, v, causal=True)).rel_l2 < 1e-2
+
+
+def test_a_length_past_the_cache_is_refused(chapter):
+    q, k, v = random_qkv(2, 1, 4, DTYPES["bf16"], seq_len_k=100)
+    with pytest.raises(ValueError, match=r"seq_lens_k must lie in \[1, 100\]"):
+        chapter.attention(q, k, v, seq_lens_k=torch.tensor([100, 101], dtype=torch.int32, device="cuda"))
+    with pytest.raises(ValueError, match=r"seq_lens_k must lie in \[1, 100\]"):
+        chapter.attention(q, k, v, seq_lens_k=torch.tensor([0, 5], dtype=torch.int32, device="cuda"))
+
+
+@pytest.mark.parametrize("earlier", [c for c in CHAPTERS if not c.kernel.kv_cache][-1:], ids=lambda c: c.name)
+def test_an_earlier_chapter_refuses_lengths_and_lse_by_name(earlier):
+    q, k, v = random_qkv(1, 4, 2, DTYPES["bf16"])
+    with pytest.raises(ValueError, match=f"{earlier.name}: per-sequence KV lengths need a split-KV chapter"):
+        earlier.attention(q, k, v, seq_lens_k=torch.tensor([4], dtype=torch.int32, device="cuda"))
+    with pytest.raises(ValueError, match=f"{earlier.name}: the log-sum-exp need"):
+        earlier.attention(q, k, v, return_lse=True)
