@@ -1,10 +1,10 @@
-"""Chapter 18: split-KV (flash-decoding), the keys of each query tile dealt to several blocks, on chapter 17's kernel."""
+"""Chapter 18: split-KV (flash-decoding), each query tile's keys dealt to several blocks, on chapter 17's kernel."""
 
 from pathlib import Path
 
 from kernels import AttentionKernel
 
-TITLE = "split-KV: when the query tiles cannot fill the GPU, their keys are split across blocks and merged by log-sum-exp"
+TITLE = "split-KV: when the query tiles cannot fill the GPU, their keys are split across blocks, merged by log-sum-exp"
 
 # The launch shape (BLOCK_Q, N_THREADS, SMEM_BYTES) is the kernel's own: read from its constants.
 KERNEL = AttentionKernel(
