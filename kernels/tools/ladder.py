@@ -26,6 +26,7 @@ from kernels.tools.ceilings import Ceilings, instruction_family, load_ceilings
 from kernels.tools.cli import ToolError, UsageError, names
 from kernels.tools.progress import Progress
 from kernels.tools.runs import Grid, Row, Run, RunFileError, load_runs, save_runs, shape_title
+from kernels.tools.sources import source_hashes
 from kernels.tools.stats import rotated
 from kernels.tools.tables import print_runs
 from kernels.tools.timing import time_ms
@@ -230,7 +231,8 @@ def measure_run(args: argparse.Namespace, shape: dict, kernels: list[Chapter], p
     rows = checked_rows(contenders, inputs[0], exact, causal, flops, progress)
     del exact  # as large as the output in float32: free before timing
     order = timed_rounds(contenders, rows, inputs, causal, args, progress)
-    return Run(shape, environment(args.command_line), flops, list(rows.values()), order)
+    measured = source_hashes(kernel.source for kernel in kernels if kernel.name in rows)
+    return Run(shape, environment(args.command_line) | {"sources": measured}, flops, list(rows.values()), order)
 
 
 def measure_and_show(
