@@ -293,6 +293,8 @@ DECIMAL = re.compile(r"(?<![\w.\-])(\d+\.\d+(?:[eE][-+]?\d+)?)(?![\w.]*\d)")
 # A number right after "=" or "≈" is the result of the arithmetic the page shows before it (2 · 64 · 4096 · 128 =
 # 67.1 M): the page derives it, and may quote it again.
 DERIVED = re.compile(r"[=≈]\s*\**\s*(\d+\.\d+(?:[eE][-+]?\d+)?)")
+# A number as a results file writes it: 7,530,924,131, 545.53, 2.3e-03 or 128.
+RECORDED_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+(?:[eE][-+]?\d+)?|\d+")
 GENERATED_BLOCK = re.compile(r"<!-- (results:[\w-]+|ladder|chapters):start -->.*?<!-- \1:end -->", flags=re.S)
 # Numbers a page quotes that no results file holds, each with why: keep it short, and prefer quoting the file.
 UNRECORDED: dict[str, dict[str, str]] = {}
@@ -323,7 +325,9 @@ def recorded_numbers() -> list[float]:
     for path in (ROOT / "results").iterdir():
         text = path.read_text()
         texts.append(json.dumps(without_samples(json.loads(text))) if path.suffix == ".json" else text)
-    return sorted(float(x) for text in texts for x in re.findall(r"\d+\.\d+(?:[eE][-+]?\d+)?|\d+", text))
+    numbers = [float(x.replace(",", "")) for text in texts for x in RECORDED_NUMBER.findall(text)]
+    # A page may quote a large count in thousands, millions or billions: 7,530,924,131 as 7.53 G.
+    return sorted(numbers + [x / scale for x in numbers if x >= 1_000 for scale in (1e3, 1e6, 1e9)])
 
 
 def quoted_numbers(page: Path) -> list[str]:
