@@ -289,10 +289,10 @@ def test_the_problem_opens_with_its_measured_number(number):
 
 
 # A decimal number with a fractional part, and its exponent if it has one: 545.5, 0.89, 2.3e-3.
-DECIMAL = re.compile(r"(?<![\w.\-])(\d+\.\d+(?:[eE][-+]?\d+)?)(?![\w.]*\d)")
+DECIMAL = re.compile(r"(?<![\w.,\-])(\d{1,3}(?:,\d{3})+\.\d+|\d+\.\d+(?:[eE][-+]?\d+)?)(?![\w.]*\d)")
 # A number right after "=" or "≈" is the result of the arithmetic the page shows before it (2 · 64 · 4096 · 128 =
 # 67.1 M): the page derives it, and may quote it again.
-DERIVED = re.compile(r"[=≈]\s*\**\s*(\d+\.\d+(?:[eE][-+]?\d+)?)")
+DERIVED = re.compile(r"[=≈]\s*\**\s*(\d{1,3}(?:,\d{3})+\.\d+|\d+\.\d+(?:[eE][-+]?\d+)?)")
 # A number as a results file writes it: 7,530,924,131, 545.53, 2.3e-03 or 128.
 RECORDED_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+(?:[eE][-+]?\d+)?|\d+")
 GENERATED_BLOCK = re.compile(r"<!-- (results:[\w-]+|ladder|chapters):start -->.*?<!-- \1:end -->", flags=re.S)
@@ -341,6 +341,7 @@ def rounds_to(quoted: str, recorded: list[float]) -> bool:
     """Whether some recorded number rounds to the quoted one at the digits it is quoted with (545.53 → 545.5)."""
     import bisect
 
+    quoted = quoted.replace(",", "")
     mantissa, _, exponent = quoted.lower().partition("e")
     tolerance = 0.5 * 10.0 ** (int(exponent or 0) - len(mantissa.split(".")[1])) * (1 + 1e-9)
     i = bisect.bisect_left(recorded, float(quoted) - tolerance)
@@ -364,10 +365,12 @@ def test_every_quoted_decimal_is_recorded(page, recorded):
     """A number with a fractional part that a page quotes is in a file under results/ (or rendered from one), up to
     the rounding the page quotes it with, or derived on the page with its arithmetic shown."""
     text = page.read_text()
-    derived = [float(x) for x in DERIVED.findall(without_code(text))]
+    derived = [float(x.replace(",", "")) for x in DERIVED.findall(without_code(text))]
     allowed = UNRECORDED.get(page.name, {})
     missing = [
-        x for x in quoted_numbers(page) if x not in allowed and not rounds_to(x, recorded) and float(x) not in derived
+        x
+        for x in quoted_numbers(page)
+        if x not in allowed and not rounds_to(x, recorded) and float(x.replace(",", "")) not in derived
     ]
     assert not missing, f"{page.name} quotes numbers no results file holds: {missing}"
 
@@ -384,3 +387,4 @@ def test_rounding_is_to_the_digits_quoted():
     """545.53 may be quoted as 545.5, not as 545.6; 2.31e-3 as 2.3e-3."""
     assert rounds_to("545.5", [545.53]) and not rounds_to("545.6", [545.53])
     assert rounds_to("2.3e-3", [0.00231]) and not rounds_to("2.4e-3", [0.00231])
+    assert rounds_to("1,407.6", [1407.58]) and DECIMAL.findall("1,407.6 million") == ["1,407.6"]
