@@ -388,3 +388,26 @@ def test_rounding_is_to_the_digits_quoted():
     assert rounds_to("545.5", [545.53]) and not rounds_to("545.6", [545.53])
     assert rounds_to("2.3e-3", [0.00231]) and not rounds_to("2.4e-3", [0.00231])
     assert rounds_to("1,407.6", [1407.58]) and DECIMAL.findall("1,407.6 million") == ["1,407.6"]
+
+
+def test_the_readme_gives_one_value_per_chapter_at_the_headline_shape():
+    """The README's ladder is results/headline.json; a chapter's TFLOP/s at the same shape measured in another run
+    (a run of chapters 14-16 alone, the FlashAttention-4 comparison) is not quoted beside it as a second value."""
+    from kernels.tools.runs import load_runs
+
+    headline = load_runs(ROOT / "results" / "headline.json")[0]
+    ladder = {row.name: f"{row.tflops:.1f}" for row in headline.rows if row.kind == "chapter"}
+    prose = quoted_numbers(ROOT / "README.md")
+    for path in sorted((ROOT / "results").glob("*.json")):
+        if path.name == "headline.json" or "profiles" in path.read_text()[:200]:
+            continue
+        try:
+            runs = load_runs(path)
+        except ValueError:
+            continue  # not a ladder run (results/peak.json)
+        for run in (run for run in runs if run.shape == headline.shape):
+            for row in run.rows:
+                other = f"{row.tflops:.1f}"
+                if row.name in ladder and other != ladder[row.name]:
+                    why = f"README quotes {row.name} at {other} ({path.name}), not {ladder[row.name]}"
+                    assert other not in prose, why
