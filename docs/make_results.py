@@ -139,8 +139,8 @@ RUN_TITLES = {
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 # What a text file holds, for its link; another .txt is described by its first line.
 TEXT_FILES = {
-    "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9 as they were at commit da5f8ad, one `runner.py profile` "
-    "per chapter",
+    "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9, one `runner.py profile` per chapter, as text: it "
+    "records no hash of the sources it measured",
     "qwen3_attention.txt": "`python -m examples.qwen3_attention`: a Qwen3 attention layer on torch's backends and "
     "the op, prefill and chunked",
     "qwen3_attention_repeats.txt": "the Qwen3 example four times in a row, twice on chapter 16 and twice on chapter 15",
@@ -291,7 +291,8 @@ def chapter_lines(headline: Run) -> str:
     reference = reference_row(headline)
     lines = [
         "0. [Building blocks](00_building_blocks.md): arithmetic intensity, the online softmax, mma "
-        "fragments, thread maps, ldmatrix, banks"
+        "fragments, thread maps, ldmatrix, banks; and [what bounds the headline shape](roofline.md): the "
+        "tensor cores, L2 and DRAM, measured"
     ]
     for chapter in chapters():
         page = DOCS / f"{chapter.number:02d}_{chapter.slug}.md"

@@ -232,3 +232,187 @@ def test_first_use_links_to_the_glossary(number, term, term_anchor):
     assert any(m.start() < first.start() < m.end() for m in link.finditer(text)), (
         f"page {number}: the first {term!r} is not a link to #{term_anchor}"
     )
+
+
+# --- budgets, provenance and numbers ------------------------------------------------------------------------------
+
+BUDGETS = {"00_building_blocks.md": 3_500}  # page 0; every other page written by hand: CHAPTER_BUDGET words
+CHAPTER_BUDGET = 2_000
+GENERATED = {"results.md"}  # written by make_results.py from results/, as long as the files are
+HAND_WRITTEN = [page for page in PAGES if page.name not in GENERATED]
+
+
+@pytest.mark.parametrize("page", HAND_WRITTEN, ids=[p.name for p in HAND_WRITTEN])
+def test_pages_keep_to_their_word_budget(page):
+    """A chapter page is short enough to read beside its diff (as `wc -w` counts words): page 0 at most 3,500,
+    every other page at most 2,000."""
+    words = len(page.read_text().split())
+    budget = BUDGETS.get(page.name, CHAPTER_BUDGET)
+    assert words <= budget, f"{page.name} has {words} words, over its budget of {budget}"
+
+
+# A hexadecimal word of 7 to 40 characters with a digit and a letter in it: a commit's hash. Provenance (command,
+# source hash, date) lives in the result files, not in the prose.
+COMMIT_HASH = re.compile(r"(?<![.\w])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+PROVENANCE = re.compile(
+    r"\b(?:at commit|an? (?:earlier|previous|older|former) (?:run|session|version)|previous(?:ly)? (?:run|session|"
+    r"recorded)|earlier (?:run|session)s?|at the time of writing|in our measurements)\b",
+    flags=re.I,
+)
+
+
+def without_code(text: str) -> str:
+    """A page's prose: fenced code blocks and inline code blanked (an opcode or a constant is not a claim)."""
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    return re.sub(r"`[^`\n]*`", " ", text)
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=["README.md", *(p.name for p in PAGES)])
+def test_pages_carry_no_commit_hashes_or_run_history(page):
+    """A page says what the kernels do and cites the file that measured it; which commit or run a number came from
+    is recorded in that file, not told in the prose."""
+    text = page.read_text()
+    assert not COMMIT_HASH.findall(text), f"{page.name}: commit hashes {COMMIT_HASH.findall(text)}"
+    assert not PROVENANCE.findall(without_code(text)), f"{page.name}: {PROVENANCE.findall(without_code(text))}"
+
+
+def problem_section(page: Path) -> str:
+    """The first paragraph of a chapter page's "The problem" section."""
+    text = page.read_text()
+    match = re.search(r"^## The problem\n+(.*?)(?:\n\n|\Z)", text, flags=re.M | re.S)
+    assert match, f"{page.name} has no '## The problem' section"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("number", sorted(CHAPTER_PAGES))
+def test_the_problem_opens_with_its_measured_number(number):
+    """A chapter's problem is stated first as a measurement: a TFLOP/s, a time, a percentage or a count from a
+    results file, in the first paragraph of its "The problem" section."""
+    opening = problem_section(CHAPTER_PAGES[number])
+    measured = re.compile(r"\d[\d,.]*\s*(?:TFLOP/s|ms|%|×|GB|TB/s|cycles|instructions|registers|wavefronts|-way)")
+    assert measured.search(opening), f"page {number}'s problem opens without a measured number: {opening!r}"
+
+
+# A decimal number with a fractional part, and its exponent if it has one: 545.5, 0.89, 2.3e-3.
+DECIMAL = re.compile(r"(?<![\w.,\-])(\d{1,3}(?:,\d{3})+\.\d+|\d+\.\d+(?:[eE][-+]?\d+)?)(?![\w.]*\d)")
+# A number right after "=" or "≈" is the result of the arithmetic the page shows before it (2 · 64 · 4096 · 128 =
+# 67.1 M): the page derives it, and may quote it again.
+DERIVED = re.compile(r"[=≈]\s*\**\s*(\d{1,3}(?:,\d{3})+\.\d+|\d+\.\d+(?:[eE][-+]?\d+)?)")
+# A number as a results file writes it: 7,530,924,131, 545.53, 2.3e-03 or 128.
+RECORDED_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+(?:[eE][-+]?\d+)?|\d+")
+GENERATED_BLOCK = re.compile(r"<!-- (results:[\w-]+|ladder|chapters):start -->.*?<!-- \1:end -->", flags=re.S)
+# Numbers a page quotes that no results file holds, each with why: keep it short, and prefer quoting the file.
+UNRECORDED: dict[str, dict[str, str]] = {}
+NUMBERED_PAGES = [ROOT / "README.md", *HAND_WRITTEN]
+
+
+def results_module():
+    """docs/make_results.py, imported from its path: the one way the pages' tables are made from results/."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_results", DOCS / "make_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def recorded_numbers() -> list[float]:
+    """Every number in results/ (a run's per-repeat samples aside: a page quotes their medians) and every number
+    make_results.py renders from them, sorted."""
+    import json
+
+    def without_samples(data):
+        if isinstance(data, dict):
+            return {key: without_samples(value) for key, value in data.items() if key != "samples_ms"}
+        return [without_samples(value) for value in data] if isinstance(data, list) else data
+
+    texts = [results_module().results_page(ROOT / "results")]
+    for path in (ROOT / "results").iterdir():
+        text = path.read_text()
+        texts.append(json.dumps(without_samples(json.loads(text))) if path.suffix == ".json" else text)
+    numbers = [float(x.replace(",", "")) for text in texts for x in RECORDED_NUMBER.findall(text)]
+    # A page may quote a large count in thousands, millions or billions: 7,530,924,131 as 7.53 G.
+    return sorted(numbers + [x / scale for x in numbers if x >= 1_000 for scale in (1e3, 1e6, 1e9)])
+
+
+def quoted_numbers(page: Path) -> list[str]:
+    """The decimal numbers of a page's prose and tables: code, generated blocks, comments and link targets aside."""
+    text = GENERATED_BLOCK.sub(" ", page.read_text())
+    text = re.sub(r"<!--.*?-->", " ", without_code(text), flags=re.S)
+    return DECIMAL.findall(re.sub(r"\]\([^)]*\)", "]", text))
+
+
+def rounds_to(quoted: str, recorded: list[float]) -> bool:
+    """Whether some recorded number rounds to the quoted one at the digits it is quoted with (545.53 → 545.5)."""
+    import bisect
+
+    quoted = quoted.replace(",", "")
+    mantissa, _, exponent = quoted.lower().partition("e")
+    tolerance = 0.5 * 10.0 ** (int(exponent or 0) - len(mantissa.split(".")[1])) * (1 + 1e-9)
+    i = bisect.bisect_left(recorded, float(quoted) - tolerance)
+    return i < len(recorded) and recorded[i] <= float(quoted) + tolerance
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return recorded_numbers()
+
+
+def test_the_generated_tables_are_todays(tmp_path):
+    """docs/results.md is exactly what make_results.py renders from results/ now: each of its numbers is recorded."""
+    assert (DOCS / "results.md").read_text() == results_module().results_page(ROOT / "results"), (
+        "docs/results.md is out of date: run python docs/make_results.py"
+    )
+
+
+@pytest.mark.parametrize("page", NUMBERED_PAGES, ids=[p.name for p in NUMBERED_PAGES])
+def test_every_quoted_decimal_is_recorded(page, recorded):
+    """A number with a fractional part that a page quotes is in a file under results/ (or rendered from one), up to
+    the rounding the page quotes it with, or derived on the page with its arithmetic shown."""
+    text = page.read_text()
+    derived = [float(x.replace(",", "")) for x in DERIVED.findall(without_code(text))]
+    allowed = UNRECORDED.get(page.name, {})
+    missing = [
+        x
+        for x in quoted_numbers(page)
+        if x not in allowed and not rounds_to(x, recorded) and float(x.replace(",", "")) not in derived
+    ]
+    assert not missing, f"{page.name} quotes numbers no results file holds: {missing}"
+
+
+def test_an_unrecorded_number_is_on_its_page():
+    """The allow-list names only numbers its page still quotes, each with a reason."""
+    for name, numbers in UNRECORDED.items():
+        quoted = quoted_numbers(ROOT / name if name == "README.md" else DOCS / name)
+        for number, reason in numbers.items():
+            assert number in quoted and reason, f"{name}: {number} is allowed but not quoted"
+
+
+def test_rounding_is_to_the_digits_quoted():
+    """545.53 may be quoted as 545.5, not as 545.6; 2.31e-3 as 2.3e-3."""
+    assert rounds_to("545.5", [545.53]) and not rounds_to("545.6", [545.53])
+    assert rounds_to("2.3e-3", [0.00231]) and not rounds_to("2.4e-3", [0.00231])
+    assert rounds_to("1,407.6", [1407.58]) and DECIMAL.findall("1,407.6 million") == ["1,407.6"]
+
+
+def test_the_readme_gives_one_value_per_chapter_at_the_headline_shape():
+    """The README's ladder is results/headline.json; a chapter's TFLOP/s at the same shape measured in another run
+    (a run of chapters 14-16 alone, the FlashAttention-4 comparison) is not quoted beside it as a second value."""
+    from kernels.tools.runs import load_runs
+
+    headline = load_runs(ROOT / "results" / "headline.json")[0]
+    ladder = {row.name: f"{row.tflops:.1f}" for row in headline.rows if row.kind == "chapter"}
+    prose = quoted_numbers(ROOT / "README.md")
+    for path in sorted((ROOT / "results").glob("*.json")):
+        if path.name == "headline.json" or "profiles" in path.read_text()[:200]:
+            continue
+        try:
+            runs = load_runs(path)
+        except ValueError:
+            continue  # not a ladder run (results/peak.json)
+        for run in (run for run in runs if run.shape == headline.shape):
+            for row in run.rows:
+                other = f"{row.tflops:.1f}"
+                if row.name in ladder and other != ladder[row.name]:
+                    why = f"README quotes {row.name} at {other} ({path.name}), not {ladder[row.name]}"
+                    assert other not in prose, why

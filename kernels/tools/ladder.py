@@ -26,6 +26,7 @@ from kernels.tools.ceilings import Ceilings, instruction_family, load_ceilings
 from kernels.tools.cli import ToolError, UsageError, names
 from kernels.tools.progress import Progress
 from kernels.tools.runs import Grid, Row, Run, RunFileError, load_runs, save_runs, shape_title
+from kernels.tools.sources import source_hashes
 from kernels.tools.stats import rotated
 from kernels.tools.tables import print_runs
 from kernels.tools.timing import time_ms
@@ -232,7 +233,9 @@ def measure_run(args: argparse.Namespace, shape: dict, kernels: list[Chapter], p
     order = timed_rounds(contenders, rows, inputs, causal, args, progress)
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     splits = {c.name: c.kernel.splits(q_shape, kv_shape, sms) for c in kernels if c.kernel.kv_cache}
-    return Run(shape, environment(args.command_line), flops, list(rows.values()), order, splits=splits)
+    measured = source_hashes(kernel.source for kernel in kernels if kernel.name in rows)
+    environment_now = environment(args.command_line) | {"sources": measured}
+    return Run(shape, environment_now, flops, list(rows.values()), order, splits=splits)
 
 
 def measure_and_show(

@@ -31,6 +31,7 @@ from kernels.launch import KernelError, gpu_arch, load_function
 from kernels.tools.cli import ToolError
 from kernels.tools.progress import Progress
 from kernels.tools.side_by_side import stdout_console
+from kernels.tools.sources import source_hashes
 from reference import attention_flops
 
 PEAK_DIR = ROOT / "peak"
@@ -473,6 +474,7 @@ def environment(command: str) -> dict:
         "device": f"{props.name} ({props.multi_processor_count} SMs)",
         "torch": torch.__version__,
         "cupy": cupy.__version__,
+        "sources": source_hashes(source.source for source in SOURCES),  # the kernels of peak/ it timed
         "date": datetime.date.today().isoformat(),
         "command": command,
     }

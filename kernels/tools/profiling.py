@@ -32,6 +32,7 @@ from kernels.tools.opcodes import INTEGER_ALU, group_counts
 from kernels.tools.progress import Progress
 from kernels.tools.run_once import REFERENCES, Target, runnable, targets
 from kernels.tools.side_by_side import Cell, Row, SideBySide, print_side_by_side
+from kernels.tools.sources import source_hashes
 
 HEADLINE = {
     "gpu__time_duration.sum": "duration",
@@ -290,13 +291,16 @@ def kernel_readings(profile: Profile) -> dict[str, dict]:
     return {name: asdict(reading) for name, reading in profile.readings.items() if not name.startswith("profiler__")}
 
 
-def save_profiles(profiles: list[Profile], args: argparse.Namespace, path: Path, nvrtc: str | None = None) -> None:
+def save_profiles(
+    profiles: list[Profile], args: argparse.Namespace, path: Path, nvrtc: str | None = None, chosen: list[Target] = ()
+) -> None:
     """The profiles as JSON, every metric by its ncu name, with the shape, the NVRTC that built the chapters (None
-    where only torch's kernels ran) and the command that measured them."""
+    where only torch's kernels ran), the sha256 of each chosen chapter's source and the command that measured them."""
     record = {
         "shape": {name: getattr(args, name) for name in ("batch", "seq_len", "heads", "dtype", "causal")},
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "nvrtc": nvrtc,
+        "sources": source_hashes(target.chapter.source for target in chosen if target.chapter),
         "command": args.command_line,
         "profiles": [asdict(profile) | {"readings": kernel_readings(profile)} for profile in profiles],
     }
@@ -357,6 +361,6 @@ def run_profile(args: argparse.Namespace) -> int:
     else:
         print_side_by_side(table)
     if args.json:
-        save_profiles(profiles, args, args.json, nvrtc)
+        save_profiles(profiles, args, args.json, nvrtc, chosen)
         print(f"wrote {args.json}", file=sys.stderr)
     return 0

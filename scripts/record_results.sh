@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Re-record the files in results/ that the pages quote, on a machine with an NVIDIA H200, each with the command
+# its file records (a run's environment.command, a profile's command), then regenerate the pages from them.
+#
+#   scripts/record_results.sh                                # every file below, in this order
+#   scripts/record_results.sh headline.json causal.json      # some of them
+#   PYTHON=python3 scripts/record_results.sh peak.json        # another interpreter
+#
+# A new run records the sha256 of every kernel source it measured (environment.sources), so
+# tests/test_results_cpu.py can tell when a file no longer describes the kernels in the tree.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+python() { "$PYTHON" "$@"; }  # the commands below read as the files record them
+
+# merge FILE PART...: the runs of several `runner.py --json` files, in order, as one file.
+merge() {
+    local file=$1
+    shift
+    python -c 'import json, sys; runs = [run for part in sys.argv[2:] for run in json.load(open(part))]
+open(sys.argv[1], "w").write(json.dumps(runs, indent=1) + "\n")' "$file" "$@"
+}
+
+# sanitize LABEL CHAPTERS...: compute-sanitizer's three tools on chapters at a ragged shape (scripts/sanitize.py).
+sanitize() {
+    echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full"
+    for tool in memcheck racecheck synccheck; do
+        echo "## $tool: compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 1 python scripts/sanitize.py $*"
+        compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 1 "$PYTHON" scripts/sanitize.py "$@" 2>&1
+    done
+}
+
+record() {
+    case $1 in
+    headline.json) python runner.py --rounds 7 --json results/headline.json ;;
+    causal.json) python runner.py --causal --rounds 7 --json results/causal.json ;;
+    headline_k14_to_k16.json) python runner.py --kernels 14,15,16 --rounds 9 --json results/headline_k14_to_k16.json ;;
+    causal_k14_to_k16.json) python runner.py --causal --kernels 14,15,16 --rounds 9 --json results/causal_k14_to_k16.json ;;
+    fp16.json) python runner.py --dtype fp16 --kernels 8,9,10,11,12,13,14,15,16 --rounds 5 --json results/fp16.json ;;
+    gqa.json) python runner.py --kv-heads 8 --kernels 8,12,15,16 --rounds 5 --json results/gqa.json ;;
+    kv_cache.json)
+        python runner.py --seq-len 1024 --kv-len 4096 --causal --kernels 8,12,15,16 --rounds 5 --json results/kv_cache.json
+        ;;
+    fa4_k14_to_k16.json) # FlashAttention-4 (requirements-fa4.txt) beside chapters 14-16 at four shapes
+        python runner.py --kernels 14,15,16 --rounds 5 --json "$TMP/fa4_headline.json"
+        python runner.py --kernels 14,15,16 --rounds 5 --causal --json "$TMP/fa4_causal.json"
+        python runner.py --kernels 14,15,16 --rounds 5 --batch 64 --seq-len 1024 --json "$TMP/fa4_1024.json"
+        python runner.py --kernels 14,15,16 --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/fa4_16384.json"
+        merge results/fa4_k14_to_k16.json "$TMP"/fa4_{headline,causal,1024,16384}.json
+        ;;
+    decode.json) python runner.py decode --rounds 5 --json results/decode.json ;;
+    sweep.json) python runner.py --seq-len 1024,16384 --kernels 5,8,10,11,12,13,14,15 --rounds 5 --json results/sweep.json ;;
+    sweep_causal.json)
+        python runner.py --causal --seq-len 1024,16384 --kernels 12,13,14,15 --rounds 5 --json results/sweep_causal.json
+        ;;
+    sweep_k16.json) python runner.py --seq-len 1024,16384 --kernels 14,15,16 --rounds 5 --json results/sweep_k16.json ;;
+    sweep_causal_k16.json)
+        python runner.py --causal --seq-len 1024,16384 --kernels 14,15,16 --rounds 5 --json results/sweep_causal_k16.json
+        ;;
+    ablation_ch03.json) python runner.py ablate 3 --rounds 5 --json results/ablation_ch03.json ;;
+    ablation_ch05.json) python runner.py ablate 5 --rounds 5 --json results/ablation_ch05.json ;;
+    ablation_ch07.json) python runner.py ablate 7 --rounds 5 --json results/ablation_ch07.json ;;
+    ablation_ch14.json) python runner.py ablate 14 --rounds 5 --json results/ablation_ch14.json ;;
+    ablation_ch16.json) python runner.py ablate 16 --rounds 5 --json results/ablation_ch16.json ;;
+    ablation_ch16_16384.json)
+        python runner.py ablate 16 --seq-len 16384 --rounds 3 --json results/ablation_ch16_16384.json
+        ;;
+    ablation_ch16_causal.json) python runner.py ablate 16 --causal --rounds 5 --json results/ablation_ch16_causal.json ;;
+    peak.json) python runner.py peak --json results/peak.json ;;
+    profile_k02_to_k04.json)
+        python runner.py profile 2 3 4 --json results/profile_k02_to_k04.json >results/profile_k02_to_k04.txt
+        ;;
+    profile_k05_to_k09.txt)
+        {
+            echo "# Nsight Compute, batch 16, seq 4096, 16 heads, bf16 (python runner.py profile 5 / 6 / 7 / 8 / 9)"
+            for chapter in 5 6 7 8 9; do python runner.py profile "$chapter"; done
+        } >results/profile_k05_to_k09.txt
+        ;;
+    profile_k08_fa2.json) python runner.py profile 8 fa2 --json results/profile_k08_fa2.json >results/profile_k08_fa2.txt ;;
+    profile_k12_cudnn.json)
+        python runner.py profile 12 cudnn --json results/profile_k12_cudnn.json >results/profile_k12_cudnn.txt
+        ;;
+    profile_k14_to_k16_16384.json)
+        python runner.py profile 14 15 16 --seq-len 16384 --json results/profile_k14_to_k16_16384.json \
+            >results/profile_k14_to_k16_16384.txt
+        ;;
+    profile_k15_cudnn.json)
+        python runner.py profile 15 cudnn --json results/profile_k15_cudnn.json >results/profile_k15_cudnn.txt
+        ;;
+    profile_k16_cudnn.json)
+        python runner.py profile 16 cudnn --json results/profile_k16_cudnn.json >results/profile_k16_cudnn.txt
+        ;;
+    profile_k16_fa4.json) python runner.py profile 16 fa4 --json results/profile_k16_fa4.json ;;
+    qwen3_attention.txt) python -m examples.qwen3_attention >results/qwen3_attention.txt ;;
+    qwen3_attention_repeats.txt)
+        {
+            echo "# The Qwen3 example run four times in a row, twice on the op's default chapter (16) and twice on"
+            echo "# chapter 15; the last lines of each run's table."
+            for _ in 1 2; do
+                python -m examples.qwen3_attention | tail -7
+                python -m examples.qwen3_attention --chapter 15 | tail -3
+            done
+        } >results/qwen3_attention_repeats.txt
+        ;;
+    sanitizer.txt) sanitize 7 8 9 10 11 12 13 14 15 16 >results/sanitizer.txt ;;
+    *)
+        echo "record_results: no recipe for results/$1" >&2
+        return 2
+        ;;
+    esac
+}
+
+# The recipes above, in order: every file in results/ is written by one of them.
+FILES=$(sed -n 's/^    \([a-z0-9_]*\.\(json\|txt\)\)).*/\1/p' "$0")
+for file in ${*:-$FILES}; do
+    echo "== results/$file" >&2
+    record "$file"
+done
+python docs/make_results.py

@@ -1,0 +1,154 @@
+"""The measurement records in results/: which kernel sources each measured (their sha256 must match today's
+files), and scripts/record_results.sh, which re-records every one of them with the command it records."""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernels.tools.profiling import save_profiles
+from kernels.tools.run_once import targets
+from kernels.tools.sources import changed_sources, source_hash, source_hashes
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
+RECORD = ROOT / "scripts" / "record_results.sh"
+JSON_FILES = sorted(RESULTS.glob("*.json"))
+
+# Recorded before a run saved the sha256 of the sources it measured: nothing says whether their kernels are still
+# today's. Re-record one with scripts/record_results.sh and take it off this list.
+KNOWN_STALE = {
+    "ablation_ch03.json": "recorded before runs saved their sources",
+    "ablation_ch05.json": "recorded before runs saved their sources",
+    "ablation_ch07.json": "recorded before runs saved their sources",
+    "ablation_ch14.json": "recorded before runs saved their sources",
+    "ablation_ch16.json": "recorded before runs saved their sources",
+    "ablation_ch16_16384.json": "recorded before runs saved their sources",
+    "ablation_ch16_causal.json": "recorded before runs saved their sources",
+    "causal.json": "recorded before runs saved their sources",
+    "causal_k14_to_k16.json": "recorded before runs saved their sources",
+    "decode.json": "recorded before runs saved their sources",
+    "fa4_k14_to_k16.json": "recorded before runs saved their sources",
+    "fp16.json": "recorded before runs saved their sources",
+    "gqa.json": "recorded before runs saved their sources",
+    "headline.json": "recorded before runs saved their sources",
+    "headline_k14_to_k16.json": "recorded before runs saved their sources",
+    "kv_cache.json": "recorded before runs saved their sources",
+    "peak.json": "recorded before `runner.py peak` saved the sources of peak/",
+    "profile_k02_to_k04.json": "recorded before profiles saved their sources",
+    "profile_k08_fa2.json": "recorded before profiles saved their sources",
+    "profile_k12_cudnn.json": "recorded before profiles saved their sources",
+    "profile_k14_to_k16_16384.json": "recorded before profiles saved their sources",
+    "profile_k15_cudnn.json": "recorded before profiles saved their sources",
+    "profile_k16_cudnn.json": "recorded before profiles saved their sources",
+    "profile_k16_fa4.json": "recorded before profiles saved their sources",
+    "sweep.json": "recorded before runs saved their sources",
+    "sweep_causal.json": "recorded before runs saved their sources",
+    "sweep_causal_k16.json": "recorded before runs saved their sources",
+    "sweep_k16.json": "recorded before runs saved their sources",
+}
+
+
+def records(path: Path) -> list[dict]:
+    """Each measurement a file holds with what it ran on: a run's environment, a profile or peak's own record."""
+    data = json.loads(path.read_text())
+    if isinstance(data, list):  # runner.py --json: a list of runs
+        return [run["environment"] for run in data]
+    return [data.get("environment", data)]  # runner.py peak --json keeps an environment; profile --json does not
+
+
+def recorded_sources(path: Path) -> list[dict[str, str]]:
+    """The sources of each measurement in the file that saved them."""
+    return [record["sources"] for record in records(path) if "sources" in record]
+
+
+@pytest.mark.parametrize("path", JSON_FILES, ids=[path.name for path in JSON_FILES])
+def test_recorded_sources_are_todays(path):
+    """A file that saved the sha256 of the kernels it measured still describes the kernels in the tree."""
+    saved = recorded_sources(path)
+    if path.name in KNOWN_STALE:
+        assert not saved, f"{path.name} records its sources now: take it off KNOWN_STALE"
+        return
+    assert saved and len(saved) == len(records(path)), f"{path.name} does not record the sources it measured"
+    for sources in saved:
+        assert sources, f"{path.name}: a measurement with no kernel source"
+        assert not changed_sources(sources), f"{path.name} is stale: {changed_sources(sources)}; re-record it"
+
+
+def test_known_stale_files_exist():
+    """The list names files that are there, each with its reason, so it shrinks as they are re-recorded."""
+    for name, reason in KNOWN_STALE.items():
+        assert (RESULTS / name).is_file() and reason, name
+
+
+def test_a_changed_kernel_is_caught(tmp_path):
+    """A source that changed or went away after it was measured is named; an unchanged one is not."""
+    kernel = tmp_path / "k99_test" / "flash_attention.cu"
+    kernel.parent.mkdir()
+    kernel.write_text("__global__ void k() {}\n")
+    recorded = {"k99_test/flash_attention.cu": source_hash(kernel), "k98_gone/flash_attention.cu": "sha256:00"}
+    assert changed_sources(recorded, root=tmp_path) == ["k98_gone/flash_attention.cu (no such file)"]
+    kernel.write_text("__global__ void k() { return; }\n")
+    assert "k99_test/flash_attention.cu (changed since it was measured)" in changed_sources(recorded, root=tmp_path)
+
+
+def test_hashes_are_keyed_by_path_in_the_project():
+    """A chapter's source is recorded under its path in the project, with the file's sha256."""
+    source = ROOT / "k01_naive" / "flash_attention.cu"
+    digest = "sha256:" + hashlib.sha256(source.read_bytes()).hexdigest()
+    assert source_hashes([source]) == {"k01_naive/flash_attention.cu": digest}
+
+
+def test_a_saved_profile_records_its_chapters_sources(tmp_path):
+    """`runner.py profile --json` saves the sha256 of each chapter it profiled, and none for torch's kernels."""
+    chosen = targets(["16", "fa2"])
+    args = argparse.Namespace(batch=1, seq_len=128, heads=1, dtype="bf16", causal=False, command_line="test")
+    save_profiles([], args, tmp_path / "profile.json", None, chosen)
+    record = json.loads((tmp_path / "profile.json").read_text())
+    assert list(record["sources"]) == ["k16_softmax_chains/flash_attention.cu"]
+    assert not changed_sources(record["sources"])
+
+
+# --- scripts/record_results.sh ----------------------------------------------------------------------------------
+
+
+def recipes() -> dict[str, str]:
+    """The script's recipe for each file: the lines of its case branch."""
+    text = RECORD.read_text()
+    found = re.findall(r"^    ([\w.]+)\)(.*?);;$", text, flags=re.M | re.S)
+    return {name: body for name, body in found}
+
+
+def normalised(command: str) -> str:
+    """A command with its --json path as the file's name alone and python3 as python, as the script writes it."""
+    command = re.sub(r"--json \"?\S*?([\w.]+\.json)\"?", r"--json \1", command)
+    return re.sub(r"\bpython3\b", "python", " ".join(command.replace("\\\n", " ").split()))
+
+
+def test_every_results_file_has_a_recipe():
+    """A person with a GPU can re-record every file in results/: each is named by a recipe or written by one."""
+    found = recipes()
+    script = RECORD.read_text()
+    for path in sorted(RESULTS.iterdir()):
+        assert path.name in found or f"results/{path.name}" in script, f"no recipe writes results/{path.name}"
+
+
+@pytest.mark.parametrize("path", JSON_FILES, ids=[path.name for path in JSON_FILES])
+def test_a_recipe_reruns_the_recorded_command(path):
+    """The file's recipe runs the very command(s) the file says measured it, options and all."""
+    body = " ".join(normalised(line) for line in recipes()[path.name].splitlines())
+    for record in records(path):
+        assert normalised(record["command"]) in body, f"{path.name}: {record['command']!r} is not its recipe"
+
+
+def test_the_script_refuses_a_file_it_has_no_recipe_for():
+    """A file name with no recipe stops the script before anything is measured, naming the file."""
+    result = subprocess.run(
+        ["bash", str(RECORD), "nothing.json"], capture_output=True, text=True, timeout=60, env=os.environ
+    )
+    assert result.returncode == 2 and "no recipe for results/nothing.json" in result.stderr
