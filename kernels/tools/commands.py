@@ -286,6 +286,8 @@ def add_target_options(parser: Parser, what: str) -> None:
     parser.add_argument(
         "--seq-len", type=positive_int, default=SHAPE_DEFAULTS["seq_len"], help="queries and keys per sequence"
     )
+    parser.add_argument("--kv-heads", type=positive_int, help="K and V heads, dividing --heads (default: --heads)")
+    parser.add_argument("--kv-len", type=positive_int, help="keys per sequence (default: --seq-len)")
     add_instance_options(parser)
 
 

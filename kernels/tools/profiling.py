@@ -175,6 +175,9 @@ def ncu_command(ncu: str, metrics: list[str], target: Target, args: argparse.Nam
     child = [sys.executable, "-m", "kernels.tools.run_once", target.token, "--batch", str(args.batch)]
     child += ["--seq-len", str(args.seq_len), "--heads", str(args.heads), "--dtype", args.dtype]
     child += ["--causal"] if args.causal else []
+    child += [
+        f"--{name.replace('_', '-')}={getattr(args, name)}" for name in ("kv_heads", "kv_len") if getattr(args, name)
+    ]
     return [
         ncu, "--clock-control", "none", "-k", f"regex:{target.kernel}", "-c", "1", "--metrics", ",".join(metrics),
         "--csv", "--page", "raw", "--print-units", "base", "--print-metric-instances", "details", *child,
@@ -282,6 +285,8 @@ def compiled_by(chosen: list[Target]) -> str | None:
 def profile_title(args: argparse.Namespace, nvrtc: str | None = None) -> str:
     """What was profiled, that the clocks were not locked, and the NVRTC that built the chapters, if any."""
     shape = f"batch {args.batch}, seq_len {args.seq_len}, heads {args.heads}, {args.dtype}"
+    if args.kv_heads or args.kv_len:
+        shape += f", kv_len {args.kv_len or args.seq_len}, kv_heads {args.kv_heads or args.heads}"
     built = f"; chapters compiled by NVRTC {nvrtc}" if nvrtc else ""
     return f"{shape}{', causal' if args.causal else ''} (Nsight Compute, clocks not locked{built})"
 
@@ -297,7 +302,11 @@ def save_profiles(
     """The profiles as JSON, every metric by its ncu name, with the shape, the NVRTC that built the chapters (None
     where only torch's kernels ran), the sha256 of each chosen chapter's source and the command that measured them."""
     record = {
-        "shape": {name: getattr(args, name) for name in ("batch", "seq_len", "heads", "dtype", "causal")},
+        "shape": {
+            name: getattr(args, name)
+            for name in ("batch", "seq_len", "heads", "kv_heads", "kv_len", "dtype", "causal")
+            if getattr(args, name) is not None  # K/V heads and keys: only where they differ from the queries'
+        },
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "nvrtc": nvrtc,
         "sources": source_hashes(target.chapter.source for target in chosen if target.chapter),

@@ -87,9 +87,22 @@ def runnable(chosen: list[Target], gpu: str) -> list[Target]:
     return [target for target in chosen if target.runs_on(gpu)]
 
 
-def run_once(target: Target, batch: int, seq_len: int, heads: int, dtype: torch.dtype, causal: bool) -> None:
-    """Launch the target's kernel once on random (batch, seq_len, heads, 128) inputs, and wait for it."""
-    q, k, v = (torch.randn(batch, seq_len, heads, HEAD_DIM, dtype=dtype, device="cuda") for _ in range(3))
+def run_once(
+    target: Target,
+    batch: int,
+    seq_len: int,
+    heads: int,
+    dtype: torch.dtype,
+    causal: bool,
+    kv_heads: int | None = None,
+    kv_len: int | None = None,
+) -> None:
+    """Launch the target's kernel once on random inputs, q (batch, seq_len, heads, 128) and k, v (batch, kv_len,
+    kv_heads, 128), by default as long and with as many heads as q, and wait for it."""
+    q = torch.randn(batch, seq_len, heads, HEAD_DIM, dtype=dtype, device="cuda")
+    k, v = (
+        torch.randn(batch, kv_len or seq_len, kv_heads or heads, HEAD_DIM, dtype=dtype, device="cuda") for _ in "kv"
+    )
     target.attention(q, k, v, causal=causal)
     torch.cuda.synchronize()
 
@@ -105,9 +118,12 @@ def run_targets(args: argparse.Namespace) -> int:
     if not torch.cuda.is_available():
         raise ToolError(no_gpu(chosen))
     shape = f"({args.batch}, {args.seq_len}, {args.heads}, {HEAD_DIM}) {args.dtype}{', causal' if args.causal else ''}"
+    if args.kv_heads or args.kv_len:
+        shape += f" against {args.kv_len or args.seq_len} keys of {args.kv_heads or args.heads} K/V heads"
     for target in runnable(chosen, gpu_arch(0)):
         try:
-            run_once(target, args.batch, args.seq_len, args.heads, DTYPES[args.dtype], args.causal)
+            shape_args = (args.batch, args.seq_len, args.heads, DTYPES[args.dtype], args.causal)
+            run_once(target, *shape_args, args.kv_heads, args.kv_len)
         except (RuntimeError, ValueError) as error:  # a kernel that failed, or an SDPA backend that declined
             raise ToolError(f"{target.name} failed on {shape}: {error}") from error
         print(f"ran {target.name} once on {shape}")
