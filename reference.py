@@ -168,17 +168,20 @@ def exact_attention(
     lse = torch.empty(batch, n_heads, seq_len_q, dtype=torch.float32, device=q.device)
     if seq_lens_k is None:
         lengths = [seq_len_k] * batch
-        if causal:
-            causal_mask(seq_len_q, seq_len_k)  # a ValueError for more queries than keys
+        if causal and seq_len_q > seq_len_k:
+            raise ValueError(f"causal attention needs seq_len_q <= seq_len_k, got {seq_len_q} and {seq_len_k}")
     else:
         lengths = [int(n) for n in (seq_lens_k.tolist() if isinstance(seq_lens_k, torch.Tensor) else seq_lens_k)]
         if len(lengths) != batch or not all(0 <= n <= seq_len_k for n in lengths):
             raise ValueError(f"seq_lens_k must hold {batch} lengths in [0, {seq_len_k}], got {lengths}")
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    masks: dict[int, torch.Tensor] = {}  # causal, by length: True where query i may not see key j
     for b, length in enumerate(lengths):
-        # True where query i may not see key j < length: j > i + length - seq_len_q (any length, even < seq_len_q).
-        ones = torch.ones(seq_len_q, length, dtype=torch.bool, device=q.device)
-        mask = ones.triu(1 + length - seq_len_q) if causal else None
+        if causal and length not in masks:
+            # j > i + length - seq_len_q, for any length (below seq_len_q the first rows see no key).
+            ones = torch.ones(seq_len_q, length, dtype=torch.bool, device=q.device)
+            masks[length] = ones.triu(1 + length - seq_len_q)
+        mask = masks.get(length)
         for h0 in range(0, n_heads, heads_per_step):
             heads = torch.arange(h0, min(h0 + heads_per_step, n_heads), device=q.device)
             qh = q[b][:, heads].transpose(0, 1).to(precision)

@@ -191,7 +191,7 @@ def check_scale(scale: float | None) -> float:
 def check_seq_lens_k(
     seq_lens_k: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor, *, causal: bool = False
 ) -> torch.Tensor | None:
-    """Raise a TypeError/ValueError naming the problem, or return the per-sequence KV lengths (None: all keys).
+    """Raise a TypeError/ValueError naming the problem, or return the per-sequence KV lengths (None: every key).
 
     ``seq_lens_k`` is an int32 tensor of shape (batch,) on q's device: sequence b attends to the first
     ``seq_lens_k[b]`` keys of the padded cache k, v (batch, seq_len_k, n_kv_heads, 128), as FlashAttention-2's
@@ -202,7 +202,7 @@ def check_seq_lens_k(
 
     Checking the values reads them back from the GPU (one synchronisation). While a CUDA graph is being
     captured that is not allowed, and the lengths it replays with are not yet written: the values are then not
-    checked, only the type, dtype, device and shape.
+    checked, only the type, dtype, device and shape. A strided view is returned as a contiguous copy.
     """
     if seq_lens_k is None:
         return None
@@ -217,14 +217,13 @@ def check_seq_lens_k(
         )
     if seq_lens_k.device != q.device:
         raise ValueError(f"seq_lens_k is on {seq_lens_k.device}; it must be on q's device, {q.device}")
-    if seq_lens_k.is_cuda and torch.cuda.is_current_stream_capturing():
-        return seq_lens_k
-    shortest, longest = (int(n) for n in torch.stack(torch.aminmax(seq_lens_k)).tolist())
-    if shortest < 0:
-        raise ValueError(f"seq_lens_k must not be negative, got a length of {shortest}")
-    if longest > seq_len_k:
-        raise ValueError(f"seq_lens_k must be at most seq_len_k = {seq_len_k} (the keys in k and v), got {longest}")
-    return seq_lens_k
+    if not (seq_lens_k.is_cuda and torch.cuda.is_current_stream_capturing()):
+        shortest, longest = (int(n) for n in torch.stack(torch.aminmax(seq_lens_k)).tolist())
+        if shortest < 0:
+            raise ValueError(f"seq_lens_k must not be negative, got a length of {shortest}")
+        if longest > seq_len_k:
+            raise ValueError(f"seq_lens_k must be at most seq_len_k = {seq_len_k} (the keys in k and v), got {longest}")
+    return seq_lens_k.contiguous()  # the kernels read lengths[b] at b: a strided view is copied
 
 
 def gpu_arch(device_index: int) -> str:

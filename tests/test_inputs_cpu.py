@@ -99,6 +99,14 @@ def test_lengths_from_zero_to_the_cache_pass(lengths, causal):
     assert check_seq_lens_k(None, q, k, causal=causal) is None
 
 
+def test_strided_lengths_come_back_contiguous():
+    """The kernels read length b at offset b: every other element of a longer tensor is copied first."""
+    q, k = lengths_for()
+    strided = torch.tensor([1, 0, 2, 0, 3, 0], dtype=torch.int32)[::2]
+    checked = check_seq_lens_k(strided, q, k)
+    assert checked.is_contiguous() and checked.tolist() == [1, 2, 3]
+
+
 @pytest.mark.parametrize(
     ("seq_lens_k", "error", "message"),
     [
