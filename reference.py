@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -138,11 +138,24 @@ def causal_mask(seq_len_q: int, seq_len_k: int, device: torch.device | str = "cp
     return torch.ones(seq_len_q, seq_len_k, dtype=torch.bool, device=device).triu(1 + seq_len_k - seq_len_q)
 
 
-def exact_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False) -> torch.Tensor:
+def exact_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    seq_lens_k: torch.Tensor | Sequence[int] | None = None,
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention computed in float64 (float32 for very long sequences), a few heads at a time.
 
-    Query head h reads K/V head h // (n_heads // n_kv_heads). Returns float32 in our layout. This is the
-    ground truth every error on the ladder is measured against.
+    Query head h reads K/V head h // (n_heads // n_kv_heads); scores are scaled by ``scale`` (1/√head_dim by
+    default). With ``seq_lens_k`` (one length per sequence, each in [0, seq_len_k]) sequence b sees only the first
+    seq_lens_k[b] keys of a padded cache, whatever the rest holds; causal masks then align bottom-right on that
+    length, and a query that sees no key gets output 0 and log-sum-exp -inf. Returns float32 in our layout, and
+    with ``return_lse`` also the natural log of each row's softmax denominator, float32 (batch, n_heads, seq_len_q).
+    This is the ground truth every error on the ladder is measured against.
     """
     batch, seq_len_q, n_heads, head_dim = q.shape
     seq_len_k = k.shape[1]
@@ -152,18 +165,37 @@ def exact_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
     # Bound the (heads, seq_len_q, seq_len_k) score tensor to about 1 GiB.
     heads_per_step = max(1, (1 << 30) // (scores_per_head * (8 if precision == torch.float64 else 4)))
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
-    mask = causal_mask(seq_len_q, seq_len_k, q.device) if causal else None
-    scale = 1.0 / math.sqrt(head_dim)
-    for b in range(batch):
+    lse = torch.empty(batch, n_heads, seq_len_q, dtype=torch.float32, device=q.device)
+    if seq_lens_k is None:
+        lengths = [seq_len_k] * batch
+        if causal and seq_len_q > seq_len_k:
+            raise ValueError(f"causal attention needs seq_len_q <= seq_len_k, got {seq_len_q} and {seq_len_k}")
+    else:
+        lengths = [int(n) for n in (seq_lens_k.tolist() if isinstance(seq_lens_k, torch.Tensor) else seq_lens_k)]
+        if len(lengths) != batch or not all(0 <= n <= seq_len_k for n in lengths):
+            raise ValueError(f"seq_lens_k must hold {batch} lengths in [0, {seq_len_k}], got {lengths}")
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    masks: dict[int, torch.Tensor] = {}  # causal, by length: True where query i may not see key j
+    for b, length in enumerate(lengths):
+        if causal and length not in masks:
+            # j > i + length - seq_len_q, for any length (below seq_len_q the first rows see no key).
+            ones = torch.ones(seq_len_q, length, dtype=torch.bool, device=q.device)
+            masks[length] = ones.triu(1 + length - seq_len_q)
+        mask = masks.get(length)
         for h0 in range(0, n_heads, heads_per_step):
             heads = torch.arange(h0, min(h0 + heads_per_step, n_heads), device=q.device)
             qh = q[b][:, heads].transpose(0, 1).to(precision)
-            kh, vh = (x[b][:, heads // group].transpose(0, 1).to(precision) for x in (k, v))
+            # Only the first ``length`` keys and values are read: the cache's padding may hold anything, NaN included.
+            kh, vh = (x[b, :length][:, heads // group].transpose(0, 1).to(precision) for x in (k, v))
             scores = (qh @ kh.transpose(1, 2)) * scale
             if mask is not None:
                 scores.masked_fill_(mask, -math.inf)
-            out[b][:, heads] = (torch.softmax(scores, dim=-1) @ vh).transpose(0, 1).float()
-    return out
+            row_lse = torch.logsumexp(scores, dim=-1)  # -inf for a row that sees no key
+            # exp(score - lse) is softmax; a row with no key (-inf - -inf is NaN) gets all-zero weights, so output 0.
+            weights = torch.exp(scores - row_lse[..., None]).masked_fill_(row_lse[..., None].isneginf(), 0.0)
+            out[b][:, heads] = (weights @ vh).transpose(0, 1).float()
+            lse[b, heads] = row_lse.float()
+    return (out, lse) if return_lse else out
 
 
 @dataclass(frozen=True)

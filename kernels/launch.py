@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import numbers
 import operator
 import re
 from pathlib import Path
@@ -15,7 +16,7 @@ from kernels.build import ALL_INSTANCES, CUDA_TYPES, BuildError, compile_nvrtc, 
 from kernels.tma import TensorMapError, tensor_map
 
 HEAD_DIM = 128
-SCALE = 1.0 / math.sqrt(HEAD_DIM)  # the softmax scale unless a call gives another
+SOFTMAX_SCALE = 1.0 / math.sqrt(HEAD_DIM)  # the scale of the scores q·k when none is given
 # Split-KV chapters: the keys of each query tile are split when the query tiles fill less than SPLIT_BELOW of the
 # SMs, into the fewest splits whose last wave is at least SPLIT_EFFICIENCY as full as the best split count's.
 SPLIT_BELOW = 0.8
@@ -179,41 +180,57 @@ def check_output(out: torch.Tensor, q: torch.Tensor) -> None:
 
 
 def check_scale(scale: float | None) -> float:
-    """The softmax scale: 1/sqrt(128) when None, else a finite positive number (a TypeError/ValueError if not)."""
+    """The softmax scale to apply: ``scale`` as a float (1/√128 for None), or a TypeError/ValueError naming it.
+
+    A Python number that is finite and above zero; a tensor is refused, since the kernels take the scale by
+    value at launch (reading a tensor's value would wait for the GPU).
+    """
     if scale is None:
-        return SCALE
-    if isinstance(scale, bool) or not isinstance(scale, int | float):
-        raise TypeError(f"scale must be a float, got {type(scale).__name__}")
+        return SOFTMAX_SCALE
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or isinstance(scale, torch.Tensor):
+        raise TypeError(f"scale must be a Python float, got {type(scale).__name__}")
+    scale = float(scale)
     if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be finite and positive, got {scale}")
-    return float(scale)
+        raise ValueError(f"scale must be finite and above zero, got {scale}")
+    return scale
 
 
 def check_seq_lens_k(
-    seq_lens_k: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor, *, causal: bool
+    seq_lens_k: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor, *, causal: bool = False
 ) -> torch.Tensor | None:
-    """Per-sequence KV lengths: an int32 tensor of shape (batch,) on q's device, each in [1, seq_len_k], and at
-    least seq_len_q when causal (a query sees its own position). The values are read back to check them, a sync,
-    except while a CUDA graph is being captured (there nothing may sync)."""
+    """Raise a TypeError/ValueError naming the problem, or return the per-sequence KV lengths (None: every key).
+
+    ``seq_lens_k`` is an int32 tensor of shape (batch,) on q's device: sequence b attends to the first
+    ``seq_lens_k[b]`` keys of the padded cache k, v (batch, seq_len_k, n_kv_heads, 128), as FlashAttention-2's
+    ``flash_attn_with_kvcache(cache_seqlens=...)``. Each length is in [0, seq_len_k], causal or not: causal masks
+    align bottom-right per sequence (query i sees keys 0 … i + seq_lens_k[b] - seq_len_q), so a length below
+    seq_len_q leaves the first queries no key, as FlashAttention-2 allows. A row that sees no key has output 0
+    and log-sum-exp -inf, as every row of a sequence of length 0 does.
+
+    Checking the values reads them back from the GPU (one synchronisation). While a CUDA graph is being
+    captured that is not allowed, and the lengths it replays with are not yet written: the values are then not
+    checked, only the type, dtype, device and shape. A strided view is returned as a contiguous copy.
+    """
     if seq_lens_k is None:
         return None
     if not isinstance(seq_lens_k, torch.Tensor):
-        raise TypeError(f"seq_lens_k must be a torch.Tensor, got {type(seq_lens_k).__name__}")
+        raise TypeError(f"seq_lens_k must be a torch.Tensor of int32 lengths, got {type(seq_lens_k).__name__}")
     if seq_lens_k.dtype != torch.int32:
-        raise TypeError(f"seq_lens_k must be torch.int32, got {seq_lens_k.dtype}")
-    if seq_lens_k.shape != (q.shape[0],):
-        raise ValueError(f"seq_lens_k must have shape (batch,) = ({q.shape[0]},), got {tuple(seq_lens_k.shape)}")
+        raise TypeError(f"seq_lens_k has dtype {seq_lens_k.dtype}; the lengths must be torch.int32")
+    batch, seq_len_k = q.shape[0], k.shape[1]
+    if seq_lens_k.shape != (batch,):
+        raise ValueError(
+            f"seq_lens_k must have shape (batch,) = ({batch},), one length per sequence; got {tuple(seq_lens_k.shape)}"
+        )
     if seq_lens_k.device != q.device:
-        raise ValueError(f"seq_lens_k is on {seq_lens_k.device}; q is on {q.device}")
-    low = q.shape[1] if causal else 1
-    if not torch.cuda.is_current_stream_capturing():
-        shortest, longest = (int(n) for n in torch.aminmax(seq_lens_k))
-        if shortest < low or longest > k.shape[1]:
-            rule = "between seq_len_q and seq_len_k when causal" if causal else "between 1 and seq_len_k"
-            raise ValueError(
-                f"seq_lens_k must lie in [{low}, {k.shape[1]}] ({rule}), got values from {shortest} to {longest}"
-            )
-    return seq_lens_k.contiguous()
+        raise ValueError(f"seq_lens_k is on {seq_lens_k.device}; it must be on q's device, {q.device}")
+    if not (seq_lens_k.is_cuda and torch.cuda.is_current_stream_capturing()):
+        shortest, longest = (int(n) for n in torch.stack(torch.aminmax(seq_lens_k)).tolist())
+        if shortest < 0:
+            raise ValueError(f"seq_lens_k must not be negative, got a length of {shortest}")
+        if longest > seq_len_k:
+            raise ValueError(f"seq_lens_k must be at most seq_len_k = {seq_len_k} (the keys in k and v), got {longest}")
+    return seq_lens_k.contiguous()  # the kernels read lengths[b] at b: a strided view is copied
 
 
 def split_count(query_tiles: int, key_tiles: int, sms: int) -> int:

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from kernels import check_inputs
+from kernels.launch import check_scale, check_seq_lens_k
 
 
 def qkv(shape=(1, 8, 2, 128), dtype=torch.bfloat16, kv_shape=None):
@@ -81,3 +82,81 @@ def test_fp16_and_bf16_pass_the_structural_checks():
     for dtype in (torch.bfloat16, torch.float16):
         with pytest.raises(ValueError, match="on cpu"):  # everything but the device is right
             check_inputs(*qkv(dtype=dtype))
+
+
+def lengths_for(q_shape=(3, 2, 4, 128), kv_shape=(3, 9, 2, 128)):
+    """q and k of three sequences with a padded cache of 9 keys, on the CPU (the checks hold on any one device)."""
+    return torch.zeros(q_shape, dtype=torch.bfloat16), torch.zeros(kv_shape, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lengths", [[0, 9, 3], [1, 1, 1], [9, 9, 9]], ids=["empty-full-some", "ones", "full"])
+def test_lengths_from_zero_to_the_cache_pass(lengths, causal):
+    """Any length in [0, seq_len_k] is taken, causal or not: fewer keys than queries leaves the first rows none."""
+    q, k = lengths_for()
+    seq_lens_k = torch.tensor(lengths, dtype=torch.int32)
+    assert check_seq_lens_k(seq_lens_k, q, k, causal=causal) is seq_lens_k
+    assert check_seq_lens_k(None, q, k, causal=causal) is None
+
+
+def test_strided_lengths_come_back_contiguous():
+    """The kernels read length b at offset b: every other element of a longer tensor is copied first."""
+    q, k = lengths_for()
+    strided = torch.tensor([1, 0, 2, 0, 3, 0], dtype=torch.int32)[::2]
+    checked = check_seq_lens_k(strided, q, k)
+    assert checked.is_contiguous() and checked.tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("seq_lens_k", "error", "message"),
+    [
+        ([2, 3, 4], TypeError, "seq_lens_k must be a torch.Tensor of int32 lengths, got list"),
+        (torch.tensor([2, 3, 4]), TypeError, "seq_lens_k has dtype torch.int64; the lengths must be torch.int32"),
+        (torch.tensor([2.0, 3, 4]), TypeError, "dtype torch.float32"),
+        (torch.tensor([2, 3], dtype=torch.int32), ValueError, r"shape \(batch,\) = \(3,\).*got \(2,\)"),
+        (torch.tensor([[2, 3, 4]], dtype=torch.int32), ValueError, r"got \(1, 3\)"),
+        (torch.tensor(3, dtype=torch.int32), ValueError, r"got \(\)"),
+        (torch.zeros(3, dtype=torch.int32, device="meta"), ValueError, "seq_lens_k is on meta; it must be on q's"),
+        (torch.tensor([2, -1, 4], dtype=torch.int32), ValueError, "must not be negative, got a length of -1"),
+        (torch.tensor([2, 10, 4], dtype=torch.int32), ValueError, r"at most seq_len_k = 9 .*got 10"),
+    ],
+    ids=["list", "int64", "float", "too-few", "2d", "scalar", "other-device", "negative", "past-the-cache"],
+)
+def test_bad_lengths_raise_clear_error(seq_lens_k, error, message):
+    q, k = lengths_for()
+    with pytest.raises(error, match=message):
+        check_seq_lens_k(seq_lens_k, q, k, causal=False)
+
+
+def test_lengths_are_not_read_while_a_cuda_graph_is_captured(monkeypatch):
+    """Under capture reading a value back is not allowed: the structure is checked, the values are left alone."""
+    q, k = (x.to("meta") for x in lengths_for())
+    past_the_cache = torch.full((3,), 99, dtype=torch.int32, device="meta")  # meta: .tolist() would raise
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda tensor: True))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert check_seq_lens_k(past_the_cache, q, k) is past_the_cache
+    with pytest.raises(TypeError, match="int32"):
+        check_seq_lens_k(past_the_cache.long(), q, k)
+
+
+@pytest.mark.parametrize("scale", [0.05, 1, 2**-0.5, None])
+def test_a_finite_positive_scale_passes(scale):
+    expected = 1 / 128**0.5 if scale is None else float(scale)
+    assert check_scale(scale) == pytest.approx(expected) and type(check_scale(scale)) is float
+
+
+@pytest.mark.parametrize(
+    ("scale", "error", "message"),
+    [
+        (0.0, ValueError, "finite and above zero, got 0.0"),
+        (-0.1, ValueError, "got -0.1"),
+        (float("nan"), ValueError, "got nan"),
+        (float("inf"), ValueError, "got inf"),
+        (True, TypeError, "scale must be a Python float, got bool"),
+        (torch.tensor(0.1), TypeError, "got Tensor"),
+        ("0.1", TypeError, "got str"),
+    ],
+)
+def test_bad_scale_raises_clear_error(scale, error, message):
+    with pytest.raises(error, match=message):
+        check_scale(scale)

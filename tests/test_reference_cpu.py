@@ -25,21 +25,30 @@ def visible_keys(query: int, seq_len_q: int, seq_len_k: int, causal: bool) -> ra
     return range(query + seq_len_k - seq_len_q + 1 if causal else seq_len_k)
 
 
-def loop_attention(q, k, v, causal):
-    """Attention one query row at a time, in float64, straight from the definition."""
+def loop_attention(q, k, v, causal, *, scale=None, lengths=None):
+    """Attention one query row at a time, in float64, straight from the definition; with its log-sum-exp.
+
+    Sequence b sees its first lengths[b] keys (all by default); a row that sees none is 0, its log-sum-exp -inf.
+    """
     batch, seq_len_q, heads, dim = q.shape
     seq_len_k, kv_heads = k.shape[1], k.shape[2]
+    scale = 1 / math.sqrt(dim) if scale is None else scale
     out = torch.zeros(q.shape, dtype=torch.float64)
+    lse = torch.full((batch, heads, seq_len_q), -math.inf, dtype=torch.float64)
     for b in range(batch):
+        length = seq_len_k if lengths is None else lengths[b]
         for h in range(heads):
             kv_head = h // (heads // kv_heads)
             for i in range(seq_len_q):
-                keys = visible_keys(i, seq_len_q, seq_len_k, causal)
-                scores = torch.tensor([float(q[b, i, h].double() @ k[b, j, kv_head].double()) for j in keys])
-                weights = torch.exp(scores / math.sqrt(dim) - (scores / math.sqrt(dim)).max())
+                keys = visible_keys(i, seq_len_q, length, causal)
+                if not keys:
+                    continue
+                scores = torch.tensor([float(q[b, i, h].double() @ k[b, j, kv_head].double()) * scale for j in keys])
+                weights = torch.exp(scores - scores.max())
+                lse[b, h, i] = scores.max() + weights.sum().log()
                 weights /= weights.sum()
                 out[b, i, h] = (weights[:, None] * v[b, keys, kv_head].double()).sum(0)
-    return out
+    return out, lse
 
 
 def random_qkv(seq_len_q, seq_len_k, heads, kv_heads, dtype=torch.bfloat16, seed=0):
@@ -64,12 +73,77 @@ def test_exact_attention_matches_loop(shape, causal):
     q, k, v = random_qkv(*shape, seed=sum(shape))
     exact = exact_attention(q, k, v, causal=causal)
     assert exact.dtype == torch.float32 and exact.shape == q.shape
-    torch.testing.assert_close(exact.double(), loop_attention(q, k, v, causal), rtol=1e-5, atol=1e-6)
+    expected, expected_lse = loop_attention(q, k, v, causal)
+    torch.testing.assert_close(exact.double(), expected, rtol=1e-5, atol=1e-6)
+    lse = exact_attention(q, k, v, causal=causal, return_lse=True)[1]
+    torch.testing.assert_close(lse.double(), expected_lse, rtol=1e-5, atol=1e-6)
+
+
+def padded_with_nan(k: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    """A copy of a cache whose slots past each sequence's length hold NaN: whatever reads them shows."""
+    k = k.clone()
+    for b, length in enumerate(lengths):
+        k[b, length:] = math.nan
+    return k
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    ("seq_len_q", "lengths"),
+    [(1, [7, 0]), (3, [9, 2]), (4, [4, 9]), (5, [0, 1])],
+    ids=["decode-empty", "fewer-keys-than-queries", "full-and-exact", "chunk-short"],
+)
+def test_per_sequence_lengths_and_lse_match_loop(seq_len_q, lengths, causal):
+    """Sequence b sees its first lengths[b] keys of a padded cache (NaN past them), bottom-right causal on its length:
+    a query that sees no key is 0 with log-sum-exp -inf."""
+    q, k, v = random_qkv(seq_len_q, 9, 4, 2, seed=seq_len_q)
+    k, v = padded_with_nan(k, lengths), padded_with_nan(v, lengths)
+    for seq_lens_k in (lengths, torch.tensor(lengths, dtype=torch.int32)):
+        out, lse = exact_attention(q, k, v, causal=causal, scale=0.07, seq_lens_k=seq_lens_k, return_lse=True)
+        expected_out, expected_lse = loop_attention(q, k, v, causal, scale=0.07, lengths=lengths)
+        assert out.dtype == lse.dtype == torch.float32 and lse.shape == (2, 4, seq_len_q)
+        torch.testing.assert_close(out.double(), expected_out, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(lse.double(), expected_lse, rtol=1e-5, atol=1e-6)
+    assert torch.isfinite(out).all()
+    seen_nothing = lse.isneginf()
+    assert seen_nothing.any() == (causal and seq_len_q > min(lengths) or 0 in lengths)
+
+
+def test_full_lengths_are_no_lengths():
+    q, k, v = random_qkv(3, 8, 4, 2)
+    for causal in (False, True):
+        without = exact_attention(q, k, v, causal=causal, return_lse=True)
+        torch.testing.assert_close(exact_attention(q, k, v, causal=causal, seq_lens_k=[8, 8], return_lse=True), without)
+
+
+def test_lse_is_the_log_of_the_softmax_denominator():
+    """Attention over two halves of the keys, weighted by their log-sum-exps, is attention over all of them: what
+    a split-KV kernel's combine step computes."""
+    q, k, v = random_qkv(2, 10, 4, 2, dtype=torch.float32)
+    out, lse = exact_attention(q, k, v, return_lse=True)
+    halves = [exact_attention(q, k[:, s], v[:, s], return_lse=True) for s in (slice(0, 6), slice(6, 10))]
+    weights = torch.softmax(torch.stack([half_lse for _, half_lse in halves]), dim=0)  # (2, batch, heads, seq_q)
+    merged = sum(w.transpose(1, 2)[..., None] * half_out for w, (half_out, _) in zip(weights, halves, strict=True))
+    torch.testing.assert_close(merged, out)
+    torch.testing.assert_close(torch.logsumexp(torch.stack([h for _, h in halves]), dim=0), lse)
+
+
+def test_scale_multiplies_the_scores():
+    """A scale of s is the default scale on queries multiplied by s·√128."""
+    q, k, v = random_qkv(3, 7, 2, 2, dtype=torch.float32)
+    torch.testing.assert_close(exact_attention(q, k, v, scale=0.3), exact_attention(q * 0.3 * math.sqrt(128), k, v))
+
+
+@pytest.mark.parametrize("lengths", [[3], [3, 10], [-1, 3]], ids=["too-few", "too-long", "negative"])
+def test_bad_lengths_are_named(lengths):
+    with pytest.raises(ValueError, match=r"seq_lens_k must hold 2 lengths in \[0, 9\]"):
+        exact_attention(*random_qkv(2, 9, 2, 2), seq_lens_k=lengths)
 
 
 def test_more_queries_than_keys_without_a_mask():
     q, k, v = random_qkv(6, 3, 2, 2)
-    torch.testing.assert_close(exact_attention(q, k, v).double(), loop_attention(q, k, v, False), rtol=1e-5, atol=1e-6)
+    expected, _ = loop_attention(q, k, v, False)
+    torch.testing.assert_close(exact_attention(q, k, v).double(), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_causal_needs_no_more_queries_than_keys():

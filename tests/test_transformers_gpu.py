@@ -70,3 +70,41 @@ def test_logits_match_sdpa_for_a_prompt_and_cached_decoding():
     for step, (exact, baseline, ours) in enumerate(zip(truth, sdpa, ladder, strict=True)):
         error, torch_error = attention_error(ours, exact.float()), attention_error(baseline, exact.float())
         assert error.within(torch_error), f"step {step}: ladder {error}, SDPA in bf16 {torch_error}"
+
+
+# A small Qwen3 (2 layers, hidden size 256, 4 query heads and 2 key/value heads of 128) whose random weights and
+# prompt leave every greedy choice of the 16 below at least MARGIN ahead of the runner-up in float32.
+GENERATE_SEED, GENERATE_VOCAB, GENERATE_TOKENS, MARGIN = 33, 64, 16, 0.02
+
+
+def small_qwen3() -> torch.nn.Module:
+    config = transformers.Qwen3Config(
+        vocab_size=GENERATE_VOCAB,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=128,
+    )
+    torch.manual_seed(GENERATE_SEED)
+    return transformers.Qwen3ForCausalLM._from_config(config, attn_implementation="sdpa").to("cuda").eval()
+
+
+@torch.no_grad()
+def test_greedy_generate_picks_sdpas_tokens():
+    """transformers' generate() with the ladder as the attention (the prompt, then each new token on the KV cache)
+    picks the same tokens as with SDPA. In fp16, whose rounding moves these logits by about a tenth of MARGIN: a
+    token that differs is an attention that differs, not rounding."""
+    model = small_qwen3()
+    generator = torch.Generator().manual_seed(GENERATE_SEED)
+    prompt = torch.randint(0, GENERATE_VOCAB, (2, 24), generator=generator).to("cuda")  # two sequences, no padding
+    options = {"max_new_tokens": GENERATE_TOKENS, "do_sample": False}
+    truth = model.generate(prompt, **options, output_scores=True, return_dict_in_generate=True)
+    best, runner_up = torch.stack(truth.scores).topk(2, dim=-1).values.unbind(-1)
+    assert (best - runner_up).min() > MARGIN, "the model's greedy choices are no longer clear: pick another seed"
+    sdpa = with_attention(model, torch.float16, "sdpa").generate(prompt, **options)
+    ladder = with_attention(model, torch.float16, register_with_transformers()).generate(prompt, **options)
+    assert ladder.shape == (2, 24 + GENERATE_TOKENS)
+    assert torch.equal(ladder, sdpa), f"ladder {ladder[:, 24:].tolist()}, SDPA {sdpa[:, 24:].tolist()}"
+    assert torch.equal(sdpa, truth.sequences)
