@@ -1,16 +1,12 @@
 // Chapter 18: split-KV (flash-decoding). When the query tiles cannot fill the SMs, their keys are split.
 //
-// In kernel 17 a block works on one query tile at a time, through all of its keys. Decoding a few long
-// sequences gives few query tiles, one per (sequence, K/V group): 8 sequences with 8 K/V heads keep 64 of
-// the SMs busy and leave the rest idle. Here the host picks a split count (kernels/launch.py says how), and
-// each query tile's key tiles are dealt to n_splits work items of consecutive tiles. Each item writes its
-// rows' output normalised by its own sum, in fp32, with the log-sum-exp of its scores; combine_splits then
-// weighs the splits by exp(lse_split - lse_max), exactly the online softmax's rescale, done once at the end.
-// A split whose keys a row cannot see (causal) contributes nothing. The sequences of a batch may also stop
-// at lengths of their own (seq_lens_k, a KV cache filled to different lengths): a sequence's key tiles are
-// its own, and the log-sum-exp may be asked for.
-// In the diff: the work list's splits and lengths, the key tile offset, the -inf guard in the softmax, the
-// epilogue's fp32 and log-sum-exp path, and combine_splits.
+// Decoding a few long sequences gives kernel 17 few query tiles, one per (sequence, K/V group): 8 sequences
+// with 8 K/V heads keep 64 SMs busy. Here a query tile's key tiles are dealt to n_splits work items
+// (kernels/launch.py picks n_splits); each writes its rows normalised by its own sum, in fp32, with their
+// log-sum-exp, and combine_splits weighs the splits by exp(lse - lse_max): the online softmax's rescale,
+// once. Sequences may stop at lengths of their own (seq_lens_k: a KV cache), and the log-sum-exp may be
+// asked for. In the diff: the work list's splits and lengths, the first key tile, the -inf guard, the
+// epilogue's fp32 path, the zeroed V rows past a sequence's end, and combine_splits.
 //
 // One block computes BLOCK_Q query rows of one (batch, K/V head); each of its two consumer warpgroups owns
 // 64 of them, each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k,
@@ -47,6 +43,7 @@ constexpr int Q_TILES = 3;  // (BLOCK_Q, HEAD_DIM) tiles in shared memory: two b
 constexpr int N_BARRIERS = 4 + 4 * STAGES;  // mbarriers after the tiles: per Q buffer and stage of K and V, filled and free
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
 constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
+constexpr int V_ZEROED = 1;                // the named barrier after the V rows past a sequence's end are zeroed
 // Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
 constexpr int SMEM_BYTES = (Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
                            N_BARRIERS * MBARRIER_BYTES +
@@ -270,6 +267,16 @@ __device__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REGISTERS));
 }
 
+// Makes this thread's shared-memory writes visible to the async proxy, whose reads wgmma makes.
+__device__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// A barrier of the `threads` threads (a multiple of 32) that name it; 0 is __syncthreads'.
+__device__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Rows [row0, row0 + BLOCK_ROWS) of one head, one copy per 64-column plane (the map's box is PLANE columns
 // of BLOCK_ROWS rows). Rows at or past seq_len arrive as zeros: a zero V row times a zero probability
 // stays zero, never NaN.
@@ -320,7 +327,7 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
                                                    T* o_smem, T* o_batch, float* o_split, float* lse_rows,
                                                    int p0, int head0, int head_end, int tile_heads,
                                                    int first_tile, int n_tiles, int kv_count,
-                                                   unsigned long long* q_free);
+                                                   unsigned long long* q_free, bool rows_past_end);
 
 template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS, 1)
@@ -388,8 +395,8 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
         // p0 + tile_positions - 1 + seq_len_k - seq_len_q).
         const int n_keys = CAUSAL ? min(work.seq_len_k, work.p0 + tile_positions + work.seq_len_k - seq_len_q)
                                   : work.seq_len_k;
-        // The split's share: consecutive tiles, as many as the others; the last splits of a short tile may get none.
-        const int all_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV, split_tiles = (all_tiles + n_splits - 1) / n_splits;
+        // A split's share: consecutive tiles, at least one in all (length 0: output 0, lse -inf), maybe none.
+        const int all_tiles = max((n_keys + BLOCK_KV - 1) / BLOCK_KV, 1), split_tiles = (all_tiles - 1) / n_splits + 1;
         work.split = split_pair % n_splits;
         work.first_tile = work.split * split_tiles;
         work.n_tiles = min(split_tiles, all_tiles - work.first_tile);
@@ -470,7 +477,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
                                       k_free, v_free, lane, g, t, warp_row0, group_row0, seq_len_q, work.seq_len_k,
                                       q_stride, softmax_scale, o_smem, o_batch, o_split, lse_rows, work.p0, work.head0,
                                       work.head_end, tile_heads, work.first_tile, work.n_tiles, kv_count,
-                                      &q_free[buffer]);
+                                      &q_free[buffer], work.seq_len_k < seq_len_k);
         kv_count += work.n_tiles;
     }
 }
@@ -489,7 +496,7 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
                                                    T* o_smem, T* o_batch, float* o_split, float* lse_rows,
                                                    int p0, int head0, int head_end, int tile_heads,
                                                    int first_tile, int n_tiles, int kv_count,
-                                                   unsigned long long* q_free) {
+                                                   unsigned long long* q_free, bool rows_past_end) {
     const int causal_offset = seq_len_k - seq_len_q;  // query i sees keys 0 ... i + causal_offset
     // The positions of this thread's rows, g and g + 8 of its warp.
     const int row_position[2] = {p0 + (warp_row0 + g) / tile_heads, p0 + (warp_row0 + g + 8) / tile_heads};
@@ -645,6 +652,19 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     // The last tile's P V.
     const int last_stage = (kv_count + n_tiles - 1) % STAGES;
     mbarrier_wait(&v_filled[last_stage], (kv_count + n_tiles - 1) / STAGES % 2);
+    // A sequence shorter than the cache (rows_past_end): its keys past seq_len_k have P = 0, but the V rows
+    // there hold whatever the cache held, and 0 x NaN is NaN. The consumers zero them before P V reads them.
+    const int valid_rows = seq_len_k - (first_tile + n_tiles - 1) * BLOCK_KV, readers = N_WARPS * 32;
+    if (rows_past_end && valid_rows < BLOCK_KV) {
+        T* v_tile = v_smem + last_stage * BLOCK_KV * HEAD_DIM;
+        const int zero_from = max(valid_rows, 0) * HEAD_DIM / CHUNK;  // the first 16-byte chunk past the end
+        for (int chunk = zero_from + threadIdx.x; chunk < BLOCK_KV * HEAD_DIM / CHUNK; chunk += readers) {
+            const int row = chunk / (HEAD_DIM / CHUNK), col = chunk % (HEAD_DIM / CHUNK) * CHUNK;
+            *reinterpret_cast<uint4*>(&v_tile[smem_index(row, col)]) = make_uint4(0, 0, 0, 0);
+        }
+        fence_proxy_async();
+        named_barrier_sync(V_ZEROED, readers);
+    }
     pin_registers(o_acc);
     pin_registers(p_frag);
     wgmma_fence();
@@ -701,11 +721,10 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     }
 }
 
-// The split outputs of each row, merged: split s, normalised by its own sum, weighs exp(lse_s - lse_max) of
-// the total (its share of the softmax's denominator), as the online softmax rescales, once. One warp per
-// row of o, 4 columns per lane. Rows are numbered as o's: (batch x seq_len_q + position) x n_heads + head;
-// a split's o_partial is (batch, seq_len_q, n_heads, HEAD_DIM) and its lse (batch, n_heads, seq_len_q), both
-// n_rows rows, and so is the log-sum-exp written when lse is given.
+// The split outputs of each row, merged: split s, normalised by its own sum, weighs exp(lse_s - lse_max) of the
+// total (its share of the softmax's denominator). One warp per row of o, 4 columns per lane; rows numbered as
+// o's, (batch x seq_len_q + position) x n_heads + head. A split's o_partial is (batch, seq_len_q, n_heads,
+// HEAD_DIM) and its lse (batch, n_heads, seq_len_q), as is the log-sum-exp written when lse is given.
 template <typename T>
 __global__ void combine_splits(const float* __restrict__ o_partial, const float* __restrict__ lse_partial,
                                T* __restrict__ o, float* __restrict__ lse, int n_rows, int seq_len_q, int n_heads,
@@ -718,8 +737,7 @@ __global__ void combine_splits(const float* __restrict__ o_partial, const float*
     for (int split = 0; split < n_splits; ++split) {
         lse_max = fmaxf(lse_max, lse_partial[split * (long long)n_rows + lse_row]);
     }
-    // Every row sees a key in some split, so lse_max is finite; a split it saw nothing of (-inf, its output
-    // never written when the split had no tile) is passed over.
+    // A split a row saw nothing of (-inf, its output never written when the split had no tile) is passed over.
     float4 sum = {0.0f, 0.0f, 0.0f, 0.0f};
     float total = 0.0f;
     for (int split = 0; split < n_splits; ++split) {
@@ -731,9 +749,9 @@ __global__ void combine_splits(const float* __restrict__ o_partial, const float*
         total += weight;
         sum.x += weight * part.x, sum.y += weight * part.y, sum.z += weight * part.z, sum.w += weight * part.w;
     }
-    const float inverse = 1.0f / total;
+    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;  // a row that saw no key: output 0, lse -inf
     const uint2 pairs = {pack_floats<T>(sum.x * inverse, sum.y * inverse),
                          pack_floats<T>(sum.z * inverse, sum.w * inverse)};
     reinterpret_cast<uint2*>(o + (long long)row * HEAD_DIM)[lane] = pairs;
-    if (lse != nullptr && lane == 0) lse[lse_row] = lse_max + logf(total);
+    if (lse != nullptr && lane == 0) lse[lse_row] = total > 0.0f ? lse_max + logf(total) : -CUDART_INF_F;
 }

@@ -47,12 +47,13 @@ constexpr int Q_TILES = 3;  // (BLOCK_Q, HEAD_DIM) tiles in shared memory: two b
 constexpr int N_BARRIERS = 4 + 4 * STAGES;  // mbarriers after the tiles: per Q buffer and stage of K and V, filled and free
 constexpr int ROW_STATS = 2 * 64;          // after the mbarriers: a narrow tile's 64 rows' max and sum, handed over
 constexpr int FLOAT_BYTES = 4;
-// Named barriers of the hand-over (0 is __syncthreads): the second warpgroup waits until the scratch is
-// free and says when it is full; the first warpgroup's warps wait for each other before reusing it.
-constexpr int SCRATCH_FREE = 1, SCRATCH_FULL = 2, SCRATCH_READ = 3;
+// Named barriers of the hand-over (after V_ZEROED): the second warpgroup waits until the scratch is free and
+// says when it is full; the first warpgroup's warps wait for each other before reusing it.
+constexpr int SCRATCH_FREE = 2, SCRATCH_FULL = 3, SCRATCH_READ = 4;
 constexpr int WARPGROUP_THREADS = 128;
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
 constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
+constexpr int V_ZEROED = 1;                // the named barrier after the V rows past a sequence's end are zeroed
 // Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
 constexpr int SMEM_BYTES = (Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
                            N_BARRIERS * MBARRIER_BYTES + ROW_STATS * FLOAT_BYTES +
@@ -276,8 +277,13 @@ __device__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REGISTERS));
 }
 
-// Named barriers: a barrier of `threads` threads (a multiple of 32) that some warps pass through (sync: arrive
-// and wait) and others only signal (arrive: go on at once).
+// Makes this thread's shared-memory writes visible to the async proxy, whose reads wgmma makes.
+__device__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// A barrier of the `threads` threads (a multiple of 32) that name it; 0 is __syncthreads'. Some of them may
+// only signal it (arrive: count themselves and go on) while the others wait (sync).
 __device__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -336,7 +342,8 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
                                                    T* o_smem, T* o_batch, float* o_split, float* lse_rows,
                                                    int p0, int head0, int head_end, int tile_heads,
                                                    int first_tile, int n_tiles, int kv_count,
-                                                   unsigned long long* q_free, bool narrow, float* row_stats);
+                                                   unsigned long long* q_free, bool rows_past_end, bool narrow,
+                                                   float* row_stats);
 
 template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS, 1)
@@ -407,8 +414,8 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
         // p0 + tile_positions - 1 + seq_len_k - seq_len_q).
         const int n_keys = CAUSAL ? min(work.seq_len_k, work.p0 + tile_positions + work.seq_len_k - seq_len_q)
                                   : work.seq_len_k;
-        // The split's share: consecutive tiles, as many as the others; the last splits of a short tile may get none.
-        const int all_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV, split_tiles = (all_tiles + n_splits - 1) / n_splits;
+        // A split's share: consecutive tiles, at least one in all (length 0: output 0, lse -inf), maybe none.
+        const int all_tiles = max((n_keys + BLOCK_KV - 1) / BLOCK_KV, 1), split_tiles = (all_tiles - 1) / n_splits + 1;
         work.split = split_pair % n_splits;
         work.first_tile = work.split * split_tiles;
         work.n_tiles = min(split_tiles, all_tiles - work.first_tile);
@@ -490,7 +497,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
                                       k_free, v_free, lane, g, t, warp_row0, group_row0, seq_len_q, work.seq_len_k,
                                       q_stride, softmax_scale, o_smem, o_batch, o_split, lse_rows, work.p0, work.head0,
                                       work.head_end, tile_heads, work.first_tile, work.n_tiles, kv_count,
-                                      &q_free[buffer], narrow, row_stats);
+                                      &q_free[buffer], work.seq_len_k < seq_len_k, narrow, row_stats);
         kv_count += work.n_tiles;
     }
 }
@@ -509,7 +516,8 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
                                                    T* o_smem, T* o_batch, float* o_split, float* lse_rows,
                                                    int p0, int head0, int head_end, int tile_heads,
                                                    int first_tile, int n_tiles, int kv_count,
-                                                   unsigned long long* q_free, bool narrow, float* row_stats) {
+                                                   unsigned long long* q_free, bool rows_past_end, bool narrow,
+                                                   float* row_stats) {
     const int causal_offset = seq_len_k - seq_len_q;  // query i sees keys 0 ... i + causal_offset
     // Narrow, warpgroup w takes key tiles w, w + 2, ...; with a single key tile the second has none.
     const int warpgroup = __shfl_sync(0xffffffff, threadIdx.x / WARPGROUP_THREADS, 0);
@@ -675,6 +683,21 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     // The last tile's P V.
     const int last = kv_count + first + (n_tiles - 1 - first) / stride * stride, last_stage = last % STAGES;
     mbarrier_wait(&v_filled[last_stage], last / STAGES % 2);
+    // A sequence shorter than the cache (rows_past_end): its keys past seq_len_k have P = 0, but the V rows
+    // there hold whatever the cache held, and 0 x NaN is NaN. The consumers zero them before P V reads them.
+    // Narrow, the tile's warpgroup alone reads it (a sequence's last tile is the last of one warpgroup only).
+    const int valid_rows = seq_len_k - (first_tile + last - kv_count) * BLOCK_KV;
+    const int readers = narrow ? WARPGROUP_THREADS : N_WARPS * 32;
+    if (rows_past_end && valid_rows < BLOCK_KV) {
+        T* v_tile = v_smem + last_stage * BLOCK_KV * HEAD_DIM;
+        const int zero_from = max(valid_rows, 0) * HEAD_DIM / CHUNK;  // the first 16-byte chunk past the end
+        for (int chunk = zero_from + threadIdx.x % readers; chunk < BLOCK_KV * HEAD_DIM / CHUNK; chunk += readers) {
+            const int row = chunk / (HEAD_DIM / CHUNK), col = chunk % (HEAD_DIM / CHUNK) * CHUNK;
+            *reinterpret_cast<uint4*>(&v_tile[smem_index(row, col)]) = make_uint4(0, 0, 0, 0);
+        }
+        fence_proxy_async();
+        named_barrier_sync(V_ZEROED, readers);
+    }
     pin_registers(o_acc);
     pin_registers(p_frag);
     wgmma_fence();
@@ -722,11 +745,13 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
             for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 2 * h; i < 2 * h + 2; ++i) {
-                    o_acc[mma_n][i] = o_acc[mma_n][i] * mine + scratch[(mma_n * 4 + i) * WARPGROUP_THREADS + thread] * theirs;
+                    const float other = scratch[(mma_n * 4 + i) * WARPGROUP_THREADS + thread];
+                    o_acc[mma_n][i] = o_acc[mma_n][i] * mine + other * theirs;
                 }
             }
         }
-        named_barrier_sync(SCRATCH_READ, WARPGROUP_THREADS);  // every warp has read the scratch before any stages O over it
+        // Every warp has read the scratch before any of them stages O over it.
+        named_barrier_sync(SCRATCH_READ, WARPGROUP_THREADS);
     }
 
     // Normalise, convert to 16 bits and stage this warp's rows in o_smem, so that the global writes can be
@@ -775,11 +800,10 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     }
 }
 
-// The split outputs of each row, merged: split s, normalised by its own sum, weighs exp(lse_s - lse_max) of
-// the total (its share of the softmax's denominator), as the online softmax rescales, once. One warp per
-// row of o, 4 columns per lane. Rows are numbered as o's: (batch x seq_len_q + position) x n_heads + head;
-// a split's o_partial is (batch, seq_len_q, n_heads, HEAD_DIM) and its lse (batch, n_heads, seq_len_q), both
-// n_rows rows, and so is the log-sum-exp written when lse is given.
+// The split outputs of each row, merged: split s, normalised by its own sum, weighs exp(lse_s - lse_max) of the
+// total (its share of the softmax's denominator). One warp per row of o, 4 columns per lane; rows numbered as
+// o's, (batch x seq_len_q + position) x n_heads + head. A split's o_partial is (batch, seq_len_q, n_heads,
+// HEAD_DIM) and its lse (batch, n_heads, seq_len_q), as is the log-sum-exp written when lse is given.
 template <typename T>
 __global__ void combine_splits(const float* __restrict__ o_partial, const float* __restrict__ lse_partial,
                                T* __restrict__ o, float* __restrict__ lse, int n_rows, int seq_len_q, int n_heads,
@@ -792,8 +816,7 @@ __global__ void combine_splits(const float* __restrict__ o_partial, const float*
     for (int split = 0; split < n_splits; ++split) {
         lse_max = fmaxf(lse_max, lse_partial[split * (long long)n_rows + lse_row]);
     }
-    // Every row sees a key in some split, so lse_max is finite; a split it saw nothing of (-inf, its output
-    // never written when the split had no tile) is passed over.
+    // A split a row saw nothing of (-inf, its output never written when the split had no tile) is passed over.
     float4 sum = {0.0f, 0.0f, 0.0f, 0.0f};
     float total = 0.0f;
     for (int split = 0; split < n_splits; ++split) {
@@ -805,9 +828,9 @@ __global__ void combine_splits(const float* __restrict__ o_partial, const float*
         total += weight;
         sum.x += weight * part.x, sum.y += weight * part.y, sum.z += weight * part.z, sum.w += weight * part.w;
     }
-    const float inverse = 1.0f / total;
+    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;  // a row that saw no key: output 0, lse -inf
     const uint2 pairs = {pack_floats<T>(sum.x * inverse, sum.y * inverse),
                          pack_floats<T>(sum.z * inverse, sum.w * inverse)};
     reinterpret_cast<uint2*>(o + (long long)row * HEAD_DIM)[lane] = pairs;
-    if (lse != nullptr && lane == 0) lse[lse_row] = lse_max + logf(total);
+    if (lse != nullptr && lane == 0) lse[lse_row] = total > 0.0f ? lse_max + logf(total) : -CUDART_INF_F;
 }

@@ -285,8 +285,9 @@ def compiled_by(chosen: list[Target]) -> str | None:
 def profile_title(args: argparse.Namespace, nvrtc: str | None = None) -> str:
     """What was profiled, that the clocks were not locked, and the NVRTC that built the chapters, if any."""
     shape = f"batch {args.batch}, seq_len {args.seq_len}, heads {args.heads}, {args.dtype}"
-    if args.kv_heads or args.kv_len:
-        shape += f", kv_len {args.kv_len or args.seq_len}, kv_heads {args.kv_heads or args.heads}"
+    kv_heads, kv_len = getattr(args, "kv_heads", None), getattr(args, "kv_len", None)  # absent in older records
+    if kv_heads or kv_len:
+        shape += f", kv_len {kv_len or args.seq_len}, kv_heads {kv_heads or args.heads}"
     built = f"; chapters compiled by NVRTC {nvrtc}" if nvrtc else ""
     return f"{shape}{', causal' if args.causal else ''} (Nsight Compute, clocks not locked{built})"
 
@@ -303,9 +304,9 @@ def save_profiles(
     where only torch's kernels ran), the sha256 of each chosen chapter's source and the command that measured them."""
     record = {
         "shape": {
-            name: getattr(args, name)
+            name: getattr(args, name, None)
             for name in ("batch", "seq_len", "heads", "kv_heads", "kv_len", "dtype", "causal")
-            if getattr(args, name) is not None  # K/V heads and keys: only where they differ from the queries'
+            if getattr(args, name, None) is not None  # K/V heads and keys: only where they differ from the queries'
         },
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "nvrtc": nvrtc,
