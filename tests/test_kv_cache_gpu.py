@@ -32,23 +32,6 @@ def chapter(request):
     return request.param
 
 
-def exact_with_lengths(q, k, v, lengths, causal, scale):
-    """Float64 attention of each sequence on its own first lengths[b] keys, and the natural log-sum-exp."""
-    group = q.shape[2] // k.shape[2]
-    outs, lses = [], []
-    for b, length in enumerate(lengths.tolist()):
-        qb = q[b].transpose(0, 1).double()
-        kb, vb = (x[b, :length].repeat_interleave(group, dim=1).transpose(0, 1).double() for x in (k, v))
-        scores = scale * qb @ kb.transpose(1, 2)
-        if causal:
-            seq_len_q = q.shape[1]
-            keys, queries = torch.arange(length, device=q.device), torch.arange(seq_len_q, device=q.device)
-            scores.masked_fill_(keys[None, :] > queries[:, None] + length - seq_len_q, -math.inf)
-        lses.append(torch.logsumexp(scores, dim=-1))
-        outs.append((torch.softmax(scores, dim=-1) @ vb).transpose(0, 1))
-    return torch.stack(outs).float(), torch.stack(lses).float()
-
-
 def torch_with_lengths(q, k, v, lengths, causal, scale):
     """torch's own attention (its default backend) of each sequence on its first lengths[b] keys, in q's dtype."""
     out = torch.empty_like(q)
@@ -65,26 +48,44 @@ def torch_with_lengths(q, k, v, lengths, causal, scale):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 def test_lengths_and_log_sum_exp_match_exact_attention(chapter, shape, causal, dtype):
-    """Each sequence stops at its own length (one of them the whole cache, one the shortest allowed); every row is
-    written, as close as torch's own attention on the cut sequences, and the log-sum-exp to float32 rounding."""
+    """Each sequence stops at its own length (the whole cache, and the shortest its queries all see a key at); the
+    cache holds NaN past each length, which must not leak in. Every row is written, as close as torch's own
+    attention on the cut sequences, and the log-sum-exp to float32 rounding."""
     batch, seq_len_q, seq_len_k, heads, kv_heads = shape
     q, k, v = random_qkv(batch, seq_len_q, heads, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=kv_heads)
     shortest = seq_len_q if causal else 1
     generator = torch.Generator().manual_seed(batch)
     lengths = torch.randint(shortest, seq_len_k + 1, (batch,), generator=generator, dtype=torch.int32)
     lengths[0], lengths[-1] = seq_len_k, shortest
+    for b, length in enumerate(lengths.tolist()):
+        k[b, length:], v[b, length:] = math.nan, math.nan
     lengths = lengths.cuda()
     scale = 0.05
-    exact, exact_lse = exact_with_lengths(q, k, v, lengths, causal, scale)
+    exact, exact_lse = exact_attention(q, k, v, causal=causal, scale=scale, seq_lens_k=lengths, return_lse=True)
     out = torch.full_like(q, math.nan)
     result, lse = chapter.attention(q, k, v, causal=causal, out=out, scale=scale, seq_lens_k=lengths, return_lse=True)
     torch.cuda.synchronize()
     assert result.data_ptr() == out.data_ptr() and not out.isnan().any()
     assert lse.shape == (batch, heads, seq_len_q) and lse.dtype == torch.float32
     torch.testing.assert_close(lse, exact_lse, rtol=1e-4, atol=1e-3)
-    assert attention_error(out, exact).within(
-        attention_error(torch_with_lengths(q, k, v, lengths, causal, scale), exact)
-    )
+    baseline = attention_error(torch_with_lengths(q, k, v, lengths, causal, scale), exact)
+    assert attention_error(out, exact).within(baseline)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_rows_that_see_no_key_are_zero_with_lse_minus_infinity(chapter, causal):
+    """A sequence of length 0, and (causal) one shorter than its queries, whose first rows see no key: those rows
+    are 0 with log-sum-exp -inf, the rest as exact attention; split or not."""
+    q, k, v = random_qkv(3, 6, 8, DTYPES["bf16"], seed=5, seq_len_k=500, kv_heads=2)
+    lengths = torch.tensor([0, 3, 500], dtype=torch.int32, device="cuda")
+    for b, length in enumerate(lengths.tolist()):
+        k[b, length:], v[b, length:] = math.nan, math.nan
+    exact, exact_lse = exact_attention(q, k, v, causal=causal, seq_lens_k=lengths, return_lse=True)
+    out, lse = chapter.attention(q, k, v, causal=causal, seq_lens_k=lengths, return_lse=True)
+    assert torch.equal(out[0], torch.zeros_like(out[0])) and bool((lse[0] == -math.inf).all())
+    assert torch.equal(lse.isinf(), exact_lse.isinf())
+    torch.testing.assert_close(lse[~lse.isinf()], exact_lse[~exact_lse.isinf()], rtol=1e-4, atol=1e-3)
+    assert attention_error(out, exact).rel_l2 < 1e-2
 
 
 def test_small_grids_split_and_large_ones_do_not(chapter):
@@ -112,10 +113,10 @@ def test_log_sum_exp_without_lengths(chapter, split):
 
 def test_a_length_past_the_cache_is_refused(chapter):
     q, k, v = random_qkv(2, 1, 4, DTYPES["bf16"], seq_len_k=100)
-    with pytest.raises(ValueError, match=r"seq_lens_k must lie in \[1, 100\]"):
+    with pytest.raises(ValueError, match="seq_lens_k must be at most seq_len_k = 100"):
         chapter.attention(q, k, v, seq_lens_k=torch.tensor([100, 101], dtype=torch.int32, device="cuda"))
-    with pytest.raises(ValueError, match=r"seq_lens_k must lie in \[1, 100\]"):
-        chapter.attention(q, k, v, seq_lens_k=torch.tensor([0, 5], dtype=torch.int32, device="cuda"))
+    with pytest.raises(ValueError, match="seq_lens_k must not be negative"):
+        chapter.attention(q, k, v, seq_lens_k=torch.tensor([-1, 5], dtype=torch.int32, device="cuda"))
 
 
 @pytest.mark.parametrize("earlier", [c for c in CHAPTERS if not c.kernel.kv_cache][-1:], ids=lambda c: c.name)
