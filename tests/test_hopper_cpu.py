@@ -534,28 +534,8 @@ def test_chapter16_is_chapter15_but_for_the_softmax(sass):
     assert mnemonics(sass[16])["FADD"] > mnemonics(sass[15])["FADD"]
 
 
-def named_barriers(sass: str) -> set[tuple[str, int, int]]:
-    """The named barriers a kernel uses: (BAR.SYNC or BAR.ARV, id, threads), block-wide syncs (no count) left out."""
-    found = re.findall(r"BAR\.(SYNC|ARV)\S* 0x([0-9a-f]+), 0x([0-9a-f]+) ;", sass)
-    return {(kind, int(barrier, 16), int(threads, 16)) for kind, barrier, threads in found}
-
-
 def test_split_kv_writes_the_log_sum_exp_with_one_log_per_row():
     """Chapter 18 adds the log-sum-exp: a log2 per row a thread holds (two), where chapter 17 takes none."""
     [split] = [c for c in CHAPTERS if c.slug == "split_kv"]
     assert total(opcodes(sass_text(by_number[split.number - 1])), "MUFU.LG2") == 0
     assert total(opcodes(sass_text(split)), "MUFU.LG2") == 2
-
-
-def test_narrow_tiles_hand_over_through_three_named_barriers():
-    """Chapter 19's hand-over: both warpgroups (256 threads) meet at the scratch's free and full barriers, one side
-    arriving without waiting, and the first warpgroup's 128 threads at the third; chapter 18 has none of them."""
-    [narrow] = [c for c in CHAPTERS if c.slug == "narrow_tiles"]
-    assert named_barriers(sass_text(by_number[narrow.number - 1])) == set()
-    assert named_barriers(sass_text(narrow)) == {
-        ("ARV", 1, 256),
-        ("SYNC", 1, 256),
-        ("ARV", 2, 256),
-        ("SYNC", 2, 256),
-        ("SYNC", 3, 128),
-    }
