@@ -322,9 +322,11 @@ def cache_bytes(batch: int, args: argparse.Namespace) -> int:
 
 def write_json(path: Path, rows: list[Row], checks: dict[int, bool], chapter: Chapter, args, argv) -> None:
     from kernels.tools.ladder import environment
+    from kernels.tools.sources import source_hashes
 
+    measured = {"sources": source_hashes([chapter.source])}  # the op's kernel, as results/ files record theirs
     record = {
-        "environment": environment("python -m examples.qwen3_generation " + " ".join(argv)),
+        "environment": environment("python -m examples.qwen3_generation " + " ".join(argv)) | measured,
         "model": {"layers": args.layers, "n_heads": N_HEADS, "n_kv_heads": N_KV_HEADS, "head_dim": HEAD_DIM},
         "prompt": args.prompt,
         "tokens": args.tokens,

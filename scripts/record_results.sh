@@ -26,7 +26,7 @@ open(sys.argv[1], "w").write(json.dumps(runs, indent=1) + "\n")' "$file" "$@"
 
 # sanitize LABEL CHAPTERS...: compute-sanitizer's three tools on chapters at a ragged shape (scripts/sanitize.py).
 sanitize() {
-    echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full"
+    echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full, and decoding (scripts/sanitize.py)"
     for tool in memcheck racecheck synccheck; do
         echo "## $tool: compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 1 python scripts/sanitize.py $*"
         compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 1 "$PYTHON" scripts/sanitize.py "$@" 2>&1
@@ -106,6 +106,16 @@ record() {
         } >results/qwen3_attention_repeats.txt
         ;;
     sanitizer.txt) sanitize 7 8 9 10 11 12 13 14 15 16 >results/sanitizer.txt ;;
+    sanitizer_k17_k18.txt) sanitize 17 18 >results/sanitizer_k17_k18.txt ;;
+    profile_decode_8x32768.json)
+        python runner.py profile 16 17 18 cudnn --batch 8 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 32768 \
+            --json results/profile_decode_8x32768.json >results/profile_decode_8x32768.txt
+        ;;
+    profile_decode_64x8192.json)
+        python runner.py profile 16 17 18 cudnn --batch 64 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 8192 \
+            --json results/profile_decode_64x8192.json >results/profile_decode_64x8192.txt
+        ;;
+    qwen3_generation.json) python -m examples.qwen3_generation --json results/qwen3_generation.json ;;
     *)
         echo "record_results: no recipe for results/$1" >&2
         return 2

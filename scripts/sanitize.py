@@ -3,7 +3,8 @@
     compute-sanitizer --tool racecheck --error-exitcode 1 python scripts/sanitize.py 5 7
 
 333 rows is no multiple of any tile, so the last query and key tiles are cut short, and the causal mask cuts
-through the diagonal tiles: where out-of-bounds accesses and missing barriers would show.
+through the diagonal tiles: where out-of-bounds accesses and missing barriers would show. The decode shape
+packs a group's heads into a tile and splits the keys across blocks.
 """
 
 import sys
@@ -14,14 +15,17 @@ from kernels.tools import run_once  # noqa: E402
 from kernels.tools.cli import Parser  # noqa: E402
 
 RAGGED = ["--batch", "2", "--seq-len", "333", "--heads", "2"]
+# Decoding: one query per sequence, 4 query heads per K/V head (packed from chapter 17), few tiles (split from 18).
+DECODE = ["--batch", "3", "--seq-len", "1", "--heads", "32", "--kv-heads", "8", "--kv-len", "700"]
 
 
 def main(argv: list[str]) -> int:
-    """Each chosen chapter (default: all that run on this GPU), causal and then not, each launch once."""
+    """Each chosen chapter (default: all that run on this GPU), causal and then not, then decoding, once each."""
     parser = Parser(prog="sanitize.py", description=__doc__.splitlines()[0])
     parser.add_argument("chapters", nargs="*", help="by number or slug (default: every chapter)")
     names = parser.parse_args(argv).chapters or [target.token for target in run_once.targets([]) if target.chapter]
-    return run_once.main([*names, *RAGGED, "--causal"], parser.prog) or run_once.main([*names, *RAGGED], parser.prog)
+    shapes = ([*RAGGED, "--causal"], RAGGED, DECODE)
+    return next((status for shape in shapes if (status := run_once.main([*names, *shape], parser.prog))), 0)
 
 
 if __name__ == "__main__":
