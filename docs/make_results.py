@@ -145,6 +145,8 @@ TEXT_FILES = {
     "the op, prefill and chunked",
     "qwen3_attention_repeats.txt": "the Qwen3 example four times in a row, twice on chapter 16 and twice on chapter 15",
     "sanitizer.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 7-16 (`scripts/sanitize.py`)",
+    "sanitizer_k17_k18.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 17 and 18, with a "
+    "decode shape (`scripts/sanitize.py 17 18`)",
 }
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
 DECODE_INTRO = (
@@ -215,6 +217,35 @@ def text_line(path: Path) -> str:
     return f"- [`results/{path.name}`](../results/{path.name}): {what}"
 
 
+GENERATION_FILE = "qwen3_generation.json"  # `python -m examples.qwen3_generation --json results/qwen3_generation.json`
+
+
+def generation_section(path: Path) -> list[str]:
+    """The generation example: attention per decoded token, the op's chapter against torch's SDPA, per batch."""
+    record = json.loads(path.read_text())
+    model = record["model"]
+    lines = [
+        [
+            row["batch"],
+            row["attention"],
+            "n/a" if row["ms_per_token"] is None else f"{row['ms_per_token']:.3f}",
+            "" if row["error"] is None else f"{row['error']['rel_l2']:.1e}",
+            {True: "pass", False: "FAIL", None: ""}[row.get("check")],
+        ]
+        for row in record["rows"]
+    ]
+    environment = record["environment"]
+    return [
+        heading("Generation: Qwen3-8B's attention, decoding on a static KV cache", path),
+        f"{model['layers']} layers of {model['n_heads']} query and {model['n_kv_heads']} key/value heads of "
+        f"{model['head_dim']}, {record['tokens']} tokens decoded after a {record['prompt']}-token prompt, bf16; "
+        f"timed {record['timed']}; the op runs {record['chapter']}. rel L2 is the error against exact float64 "
+        "attention at the first and last token.\n",
+        markdown(["batch", "attention", "ms / token", "rel L2", "check"], lines) + "\n",
+        f"- command: `{environment.get('command', '?')}`\n- GPU: {environment.get('device', '?')}\n",
+    ]
+
+
 def is_profile(path: Path) -> bool:
     """Whether a JSON file holds profiles saved by `runner.py profile --json`."""
     data = json.loads(path.read_text())
@@ -233,7 +264,8 @@ def results_page(results: Path) -> str:
         known = order.index(path.name) if path.name in order else len(order)
         return known + (path.name not in order and load_runs(path)[0].grid is not None), path.name
 
-    run_files = sorted((path for path in json_files if path.name != PEAK_FILE and path not in profiles), key=place)
+    special = (PEAK_FILE, GENERATION_FILE)
+    run_files = sorted((path for path in json_files if path.name not in special and path not in profiles), key=place)
     others = [path for path in files if path.suffix not in (".json", ".txt")]
     parts = [
         "# Results\n",
@@ -253,6 +285,8 @@ def results_page(results: Path) -> str:
         parts += peak_section(results / PEAK_FILE)
     for path in profiles:
         parts += profile_section(path)
+    if (results / GENERATION_FILE).exists():
+        parts += generation_section(results / GENERATION_FILE)
     texts = [path for path in files if path.suffix == ".txt"] + others
     if texts:
         parts += ["## Text files\n", "\n".join(text_line(path) for path in texts) + "\n"]

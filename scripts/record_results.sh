@@ -108,12 +108,8 @@ record() {
     sanitizer.txt) sanitize 7 8 9 10 11 12 13 14 15 16 >results/sanitizer.txt ;;
     sanitizer_k17_k18.txt) sanitize 17 18 >results/sanitizer_k17_k18.txt ;;
     profile_decode_8x32768.json)
-        python runner.py profile 16 17 18 cudnn --batch 8 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 32768 \
-            --json results/profile_decode_8x32768.json >results/profile_decode_8x32768.txt
-        ;;
-    profile_decode_64x8192.json)
-        python runner.py profile 16 17 18 cudnn --batch 64 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 8192 \
-            --json results/profile_decode_64x8192.json >results/profile_decode_64x8192.txt
+        python runner.py profile 16 17 18 cudnn --batch 8 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 32768 --json results/profile_decode_8x32768.json \
+            >results/profile_decode_8x32768.txt
         ;;
     qwen3_generation.json) python -m examples.qwen3_generation --json results/qwen3_generation.json ;;
     *)
