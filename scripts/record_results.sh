@@ -39,8 +39,6 @@ record() {
     causal.json) python runner.py --causal --rounds 7 --json results/causal.json ;;
     headline_k14_to_k16.json) python runner.py --kernels 14,15,16 --rounds 9 --json results/headline_k14_to_k16.json ;;
     causal_k14_to_k16.json) python runner.py --causal --kernels 14,15,16 --rounds 9 --json results/causal_k14_to_k16.json ;;
-    headline_k18_k19.json) python runner.py --kernels 18,19 --rounds 5 --json results/headline_k18_k19.json ;;
-    causal_k18_k19.json) python runner.py --causal --kernels 18,19 --rounds 5 --json results/causal_k18_k19.json ;;
     fp16.json) python runner.py --dtype fp16 --kernels 8,9,10,11,12,13,14,15,16 --rounds 5 --json results/fp16.json ;;
     gqa.json) python runner.py --kv-heads 8 --kernels 8,12,15,16 --rounds 5 --json results/gqa.json ;;
     kv_cache.json)
@@ -109,7 +107,6 @@ record() {
         ;;
     sanitizer.txt) sanitize 7 8 9 10 11 12 13 14 15 16 >results/sanitizer.txt ;;
     sanitizer_k17_k18.txt) sanitize 17 18 >results/sanitizer_k17_k18.txt ;;
-    sanitizer_k19.txt) sanitize 19 >results/sanitizer_k19.txt ;;
     profile_decode_8x32768.json)
         python runner.py profile 16 17 18 cudnn --batch 8 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 32768 --json results/profile_decode_8x32768.json \
             >results/profile_decode_8x32768.txt
