@@ -1,4 +1,4 @@
-"""The Hopper chapters (9-16) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
+"""The Hopper chapters (9 on) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
 import itertools
 import re
