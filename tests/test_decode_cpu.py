@@ -220,3 +220,53 @@ def test_a_saved_shape_with_an_unknown_dtype_is_one_line(tmp_path, capsys):
     path = tmp_path / "run.json"
     save_runs([decode_run({**SHAPE, "dtype": "fp8"})], path)
     assert_one_line_error(run_command(capsys, "--from-json", path), 2, "the shape's dtype is 'fp8'")
+
+
+# --- split-KV ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query_tiles", "key_tiles", "splits"),
+    [
+        (2048, 16, 1),  # 128 x 2,048 keys without grouping: the tiles fill the GPU
+        (512, 64, 1),  # 64 x 8,192 keys, 4 heads packed per tile
+        (106, 64, 1),  # at 80 % of 132 SMs: no split
+        (64, 256, 2),  # 8 x 32,768 keys, 4 heads packed: 128 work items on 132 SMs
+        (8, 256, 15),  # one sequence: 120 work items, the fewest within 85 % of the best last wave
+        (1, 8, 7),  # never more splits than key tiles
+        (100, 1, 1),  # one key tile cannot be split
+    ],
+)
+def test_the_split_rule(query_tiles, key_tiles, splits):
+    """No split while the query tiles fill 80 % of the SMs; else the fewest splits (at most one per key tile) whose
+    last wave is at least 85 % as full as the best count's."""
+    from kernels.launch import split_count
+
+    assert split_count(query_tiles, key_tiles, 132) == splits
+
+
+def test_a_split_kv_chapter_counts_its_query_tiles_as_it_launches_them():
+    """AttentionKernel.splits at the decode shapes: packed tiles of a K/V group's heads, keys in 128-key tiles."""
+    from kernels.chapters import chapters
+
+    [split_kv] = [c.kernel for c in chapters() if c.kernel.kv_cache][:1]
+    shapes = {
+        (b, k, h, kv): (b, 1, h, 128) for b, k, h, kv in ((64, 8192, 32, 8), (8, 32768, 32, 8), (128, 2048, 16, 16))
+    }
+    counts = [split_kv.splits(q, (b, k, kv, 128), 132) for (b, k, h, kv), q in shapes.items()]
+    assert counts == [1, 2, 1]
+    unsplit = [c.kernel for c in chapters() if not c.kernel.kv_cache][-1]
+    assert unsplit.splits((8, 1, 32, 128), (8, 32768, 8, 128), 132) == 1
+
+
+def test_the_split_counts_are_shown_under_the_table_and_saved(tmp_path, capsys):
+    """A run records each split-KV chapter's split count; the legend shows them, and a saved run keeps them."""
+    run = decode_run()
+    run.splits = {"k18_split_kv": 2}
+    print_runs([run], markdown=True, ceilings=Ceilings({"wgmma": 800.0}, 2.0), note=None)
+    assert (
+        "split-KV splits, each query tile's keys dealt to: k18_split_kv 2 (rule: split_count" in capsys.readouterr().out
+    )
+    save_runs([run], tmp_path / "decode.json")
+    assert load_runs(tmp_path / "decode.json")[0].splits == {"k18_split_kv": 2}
+    assert "splits" not in json.loads(json.dumps(decode_run().to_json()))  # none for a ladder without split-KV
