@@ -226,3 +226,47 @@ def test_the_chains_add_every_value_once_in_fewer_steps(figures, chains):
     per_step = [(row, step) for row, step, _ in additions]
     assert len(per_step) == len(set(per_step))  # one addition per chain and step
     assert max(step for _, step, _ in figures.softmax_chains.sum_in_one_chain(values)) == values
+
+
+# (query heads, K/V heads): the decode shapes' groups of 4 and 1, a group of 3, groups of 5 and 12, MQA past a tile.
+GROUPS = [(32, 8), (16, 16), (12, 4), (40, 8), (24, 2), (160, 1)]
+
+
+@pytest.mark.parametrize("heads, kv_heads", GROUPS)
+@pytest.mark.parametrize("seq_len_q", [1, 42, 300])
+@pytest.mark.parametrize("packed", [False, True], ids=["kernel16", "kernel17"])
+def test_every_query_takes_one_row_of_one_tile_of_its_group_and_reads_back(figures, heads, kv_heads, seq_len_q, packed):
+    """Page 17's figure, by the kernel's rule: every (position, head) of a sequence lies in exactly one row of one
+    query tile of its K/V head, row_of puts it in that row, and the epilogue's inverse reads the row back as it;
+    every other row of a tile is one the epilogue does not write."""
+    model = figures.packed_gqa
+    group, seen = heads // kv_heads, []
+    for tile in model.query_tiles(seq_len_q, heads, kv_heads, packed=packed):
+        for row in range(model.BLOCK_Q):
+            if model.holds_a_query(tile, row, seq_len_q):
+                position, head = model.row_slot(tile, row)
+                assert model.row_of(tile, position, head) == row and head // group == tile.kv_head
+                seen.append((position, head))
+    assert sorted(seen) == [(position, head) for position in range(seq_len_q) for head in range(heads)]
+
+
+@pytest.mark.parametrize("heads, kv_heads", GROUPS)
+def test_the_packed_figure_packs_as_chapter_17_and_reads_kv_once_per_chunk_of_a_group(figures, heads, kv_heads):
+    """The figure's tile shape is the one chapter 17's runtime asks the TMA for; at one query per sequence,
+    kernel 16 reads each K/V tile once per query head of the group, kernel 17 once per BLOCK_Q heads of it."""
+    import importlib
+
+    model = figures.packed_gqa
+    runtime = importlib.import_module("k17_packed_gqa.loader").KERNEL
+    assert model.packed_tile(heads, kv_heads) == runtime.packed_tile(heads, kv_heads)
+    group = heads // kv_heads
+    for kv_head in range(kv_heads):
+        assert model.kv_reads(model.query_tiles(1, heads, kv_heads, packed=False), kv_head) == group
+        assert model.kv_reads(model.query_tiles(1, heads, kv_heads, packed=True), kv_head) == -(-group // model.BLOCK_Q)
+
+
+def test_the_decode_figures_are_drawn_at_the_size_of_the_committed_ones(figures, tmp_path):
+    """packed_gqa.png as committed is what its module draws now (same size in pixels)."""
+    figures.main(["packed_gqa", "--out", str(tmp_path)])
+    for name in ("packed_gqa.png",):
+        assert png_size(tmp_path / name) == png_size(FIGURES / name)

@@ -27,6 +27,7 @@ from figures import (  # noqa: E402
     ladder,
     ldmatrix,
     overlap,
+    packed_gqa,
     pair_schedule,
     pipeline,
     roofline,
@@ -60,6 +61,7 @@ def drawings(results: Path, peak: Path) -> dict[str, Callable[[Path], None]]:
         "overlap": overlap.figure_overlap,
         "pair_schedule": pair_schedule.figure_pair_schedule,
         "softmax_chains": softmax_chains.figure_softmax_chains,
+        "packed_gqa": packed_gqa.figure_packed_gqa,
         "ladder": lambda path: ladder.figure_ladder(path, results),
         "roofline": lambda path: roofline.figure_roofline(path, peak, results),
     }
