@@ -32,6 +32,7 @@ from figures import (  # noqa: E402
     pipeline,
     roofline,
     softmax_chains,
+    split_kv,
     swizzle,
     tile_copies,
     warp_specialized,
@@ -62,6 +63,7 @@ def drawings(results: Path, peak: Path) -> dict[str, Callable[[Path], None]]:
         "pair_schedule": pair_schedule.figure_pair_schedule,
         "softmax_chains": softmax_chains.figure_softmax_chains,
         "packed_gqa": packed_gqa.figure_packed_gqa,
+        "split_kv": split_kv.figure_split_kv,
         "ladder": lambda path: ladder.figure_ladder(path, results),
         "roofline": lambda path: roofline.figure_roofline(path, peak, results),
     }
