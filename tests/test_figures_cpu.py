@@ -226,3 +226,112 @@ def test_the_chains_add_every_value_once_in_fewer_steps(figures, chains):
     per_step = [(row, step) for row, step, _ in additions]
     assert len(per_step) == len(set(per_step))  # one addition per chain and step
     assert max(step for _, step, _ in figures.softmax_chains.sum_in_one_chain(values)) == values
+
+
+# (query heads, K/V heads): the decode shapes' groups of 4 and 1, a group of 3, groups of 5 and 12, MQA past a tile.
+GROUPS = [(32, 8), (16, 16), (12, 4), (40, 8), (24, 2), (160, 1)]
+
+
+@pytest.mark.parametrize("heads, kv_heads", GROUPS)
+@pytest.mark.parametrize("seq_len_q", [1, 42, 300])
+@pytest.mark.parametrize("packed", [False, True], ids=["kernel16", "kernel17"])
+def test_every_query_takes_one_row_of_one_tile_of_its_group_and_reads_back(figures, heads, kv_heads, seq_len_q, packed):
+    """Page 17's figure, by the kernel's rule: every (position, head) of a sequence lies in exactly one row of one
+    query tile of its K/V head, row_of puts it in that row, and the epilogue's inverse reads the row back as it;
+    every other row of a tile is one the epilogue does not write."""
+    model = figures.packed_gqa
+    group, seen = heads // kv_heads, []
+    for tile in model.query_tiles(seq_len_q, heads, kv_heads, packed=packed):
+        for row in range(model.BLOCK_Q):
+            if model.holds_a_query(tile, row, seq_len_q):
+                position, head = model.row_slot(tile, row)
+                assert model.row_of(tile, position, head) == row and head // group == tile.kv_head
+                seen.append((position, head))
+    assert sorted(seen) == [(position, head) for position in range(seq_len_q) for head in range(heads)]
+
+
+@pytest.mark.parametrize("heads, kv_heads", GROUPS)
+def test_the_packed_figure_packs_as_chapter_17_and_reads_kv_once_per_chunk_of_a_group(figures, heads, kv_heads):
+    """The figure's tile shape is the one chapter 17's runtime asks the TMA for; at one query per sequence,
+    kernel 16 reads each K/V tile once per query head of the group, kernel 17 once per BLOCK_Q heads of it."""
+    import importlib
+
+    model = figures.packed_gqa
+    runtime = importlib.import_module("k17_packed_gqa.loader").KERNEL
+    assert model.packed_tile(heads, kv_heads) == runtime.packed_tile(heads, kv_heads)
+    group = heads // kv_heads
+    for kv_head in range(kv_heads):
+        assert model.kv_reads(model.query_tiles(1, heads, kv_heads, packed=False), kv_head) == group
+        assert model.kv_reads(model.query_tiles(1, heads, kv_heads, packed=True), kv_head) == -(-group // model.BLOCK_Q)
+
+
+def test_the_split_figure_splits_the_decode_shapes_as_chapter_18(figures):
+    """The split count the figure shows is chapter 18's runtime's at every decode shape, and only the shape the
+    figure draws (few query tiles, many keys) is split."""
+    import importlib
+
+    from kernels.tools.commands import DECODE_SHAPES
+
+    model = figures.split_kv
+    runtime = importlib.import_module("k18_split_kv.loader").KERNEL
+    counts = []
+    for s in DECODE_SHAPES:
+        q_shape = (s["batch"], s["seq_len"], s["heads"], s["head_dim"])
+        k_shape = (s["batch"], s["kv_len"], s["kv_heads"], s["head_dim"])
+        counts.append(model.splits_of(s))
+        assert counts[-1] == runtime.splits(q_shape, k_shape, model.SMS)
+    assert [n > 1 for n in counts] == [s is model.DECODE for s in DECODE_SHAPES]
+
+
+@pytest.mark.parametrize(
+    "q_tiles, key_tiles, n_splits", [(64, 256, 1), (64, 256, 2), (64, 255, 3), (300, 7, 2), (5, 2, 4)]
+)
+def test_the_work_items_cover_every_key_tile_of_every_query_tile_once(figures, q_tiles, key_tiles, n_splits):
+    """Split or not, the SMs' work items take each (query tile, key tile) exactly once, in runs of consecutive key
+    tiles, and one SM runs the splits of a tile only when the grid wraps."""
+    work = figures.split_kv.sm_work(q_tiles, n_splits, key_tiles)
+    assert len(work) == figures.split_kv.SMS
+    covered = sorted((tile, key) for items in work for tile, _, first, n in items for key in range(first, first + n))
+    assert covered == [(tile, key) for tile in range(q_tiles) for key in range(key_tiles)]
+    if q_tiles * n_splits <= len(work):
+        assert all(len(items) <= 1 for items in work)
+
+
+def test_two_splits_fill_the_sms_the_unsplit_tiles_leave_idle(figures):
+    """At the figure's shape the unsplit tiles fill too few SMs to go unsplit; split, every work item has an SM
+    of its own and a share of the keys no longer than 1 / n_splits of them."""
+    from kernels.launch import SPLIT_BELOW
+
+    model = figures.split_kv
+    q_tiles, key_tiles = model.decode_tiles(model.DECODE)
+    n_splits = model.splits_of(model.DECODE)
+    unsplit = [items for items in model.sm_work(q_tiles, 1, key_tiles) if items]
+    split = [items for items in model.sm_work(q_tiles, n_splits, key_tiles) if items]
+    assert len(unsplit) == q_tiles < SPLIT_BELOW * model.SMS
+    assert len(split) == q_tiles * n_splits <= model.SMS
+    assert max(n for items in split for *_, n in items) == math.ceil(key_tiles / n_splits)
+
+
+@pytest.mark.parametrize("stops", [[40], [17, 40], [0, 25, 40], [13, 13, 29, 40], [40, 40], [0]])
+def test_combining_the_splits_gives_the_softmax_over_all_keys(figures, stops):
+    """combine_splits as the figure draws it: weights exp(lse_s - max) over the splits' own outputs give the softmax
+    over every key and its log-sum-exp, empty splits (lse -inf) passed over; no key at all gives 0 and -inf."""
+    import numpy as np
+
+    model = figures.split_kv
+    rng = np.random.default_rng(0)
+    scores, values = rng.normal(0, 4, stops[-1]), rng.normal(size=(stops[-1], 8))
+    o, lse = model.combine(model.split_rows(scores, values, stops))
+    if stops[-1] == 0:
+        assert lse == -math.inf and not o.any()
+        return
+    p = np.exp(scores - scores.max())
+    assert np.allclose(o, p @ values / p.sum(), rtol=1e-12, atol=1e-12)
+    assert lse == pytest.approx(scores.max() + math.log(p.sum()), rel=1e-12)
+
+
+def test_the_decode_figures_are_drawn_at_the_size_of_the_committed_ones(figures, tmp_path):
+    """packed_gqa.png and split_kv.png as committed are what their modules draw now (same size in pixels)."""
+    figures.main(["packed_gqa", "split_kv", "--out", str(tmp_path)])
+    for name in ("packed_gqa.png", "split_kv.png"):
+        assert png_size(tmp_path / name) == png_size(FIGURES / name)
