@@ -4,7 +4,7 @@ from pathlib import Path
 
 from kernels import AttentionKernel
 
-TITLE = "softmax of tile j while P V of tile j - 1 runs, K and V on their own barriers"
+TITLE = "skewed loop: S of tile j issued with P V of tile j - 1, the softmax between their waits in the source"
 
 # The launch shape (BLOCK_Q, N_THREADS, SMEM_BYTES) is the kernel's own: read from its constants.
 KERNEL = AttentionKernel(
