@@ -390,9 +390,7 @@ class AttentionKernel:
         tile_heads, tile_positions = self.packed_tile(n_heads, n_kv_heads)
         narrow = tile_heads * min(tile_positions, seq_len_q) <= self.narrow_rows  # never without key halves
         kernel = self._kernel(q.device.index, q.dtype, bool(causal), narrow)
-        # Query tiles: per (batch, head) without packing; per (batch, K/V head, chunk of a group) with it.
-        head_tiles = n_kv_heads * math.ceil(n_heads // n_kv_heads / tile_heads)
-        grid = (math.ceil(seq_len_q / tile_positions), head_tiles, batch)
+        grid = self.query_tiles(q.shape, n_kv_heads)
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         n_splits = self.splits(q.shape, k.shape, sms)
         if self.persistent:
@@ -440,13 +438,18 @@ class AttentionKernel:
 
     def splits(self, q_shape: tuple[int, ...], k_shape: tuple[int, ...], sms: int) -> int:
         """How many splits a call with these q and k shapes deals each query tile's keys to (1 unless kv_cache)."""
-        batch, seq_len_q, n_heads, _ = q_shape
         seq_len_k, n_kv_heads = k_shape[1], k_shape[2]
         if not self.kv_cache:
             return 1
+        return split_count(math.prod(self.query_tiles(q_shape, n_kv_heads)), math.ceil(seq_len_k / self.block_q), sms)
+
+    def query_tiles(self, q_shape: tuple[int, ...], n_kv_heads: int) -> tuple[int, int, int]:
+        """The query tiles of a call, (along the positions, across the heads, sequences): per (batch, head) without
+        packing; per (batch, K/V head, chunk of a group) with it. A grid that is not persistent launches them so."""
+        batch, seq_len_q, n_heads, _ = q_shape
         tile_heads, tile_positions = self.packed_tile(n_heads, n_kv_heads)
-        query_tiles = math.ceil(seq_len_q / tile_positions) * n_kv_heads * math.ceil(n_heads // n_kv_heads / tile_heads)
-        return split_count(query_tiles * batch, math.ceil(seq_len_k / self.block_q), sms)
+        head_tiles = n_kv_heads * math.ceil(n_heads // n_kv_heads / tile_heads)
+        return math.ceil(seq_len_q / tile_positions), head_tiles, batch
 
     def packed_tile(self, n_heads: int, n_kv_heads: int) -> tuple[int, int]:
         """The (heads, positions) of one query tile: (1, BLOCK_Q) unpacked; packed, the heads of one K/V group.
