@@ -107,11 +107,9 @@ def disk_cached(folder: str, key: str, make: Callable[[], dict], read: Callable[
     return read(value)
 
 
-def name_expression(dtype: torch.dtype, causal: bool, keys: int | None = None) -> str:
-    """The C++ name of one kernel instance, e.g. ``flash_attention<__nv_bfloat16, true>``; ``keys``: a third
-    template argument, for kernels that take one (``flash_attention<__half, false, 64>``)."""
-    extra = "" if keys is None else f", {keys}"
-    return f"{KERNEL_NAME}<{CUDA_TYPES[dtype]}, {str(causal).lower()}{extra}>"
+def name_expression(dtype: torch.dtype, causal: bool) -> str:
+    """The C++ name of one kernel instance, e.g. ``flash_attention<__nv_bfloat16, true>``."""
+    return f"{KERNEL_NAME}<{CUDA_TYPES[dtype]}, {str(causal).lower()}>"
 
 
 ALL_INSTANCES = tuple(name_expression(dtype, causal) for dtype in CUDA_TYPES for causal in (False, True))

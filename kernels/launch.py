@@ -300,8 +300,6 @@ class AttentionKernel:
     Q map's box spans those heads. ``kv_cache``: the kernel takes per-sequence KV lengths, writes the log-sum-exp on
     request and splits the keys when the query tiles are too few to fill the GPU (``split_count``), merging the
     splits with its ``combine_splits``; its arguments after o are o_partial, lse, seq_lens_k, and n_splits last.
-    ``key_halves``: the kernel takes the keys each consumer warpgroup handles per tile as a third template argument;
-    when a tile's real rows fit in one warpgroup (``GROUP_Q`` of them) the instance of half a tile is launched.
 
     Under torch.compile a launch is a graph break: Dynamo runs it as it is, between the graphs it compiles
     (``torch.ops.fa_ladder.attention`` is the form that compiles into one graph).
@@ -316,13 +314,11 @@ class AttentionKernel:
         persistent: bool = False,
         packed_gqa: bool = False,
         kv_cache: bool = False,
-        key_halves: bool = False,
     ) -> None:
         self.source = source
         self.chapter = source.parent.name
         constants = kernel_constants(source)
         needed = ("BLOCK_Q", "N_THREADS", "SMEM_BYTES", *(("BLOCK_KV", "PLANE") if tensor_maps else ()))
-        needed += ("GROUP_Q",) if key_halves else ()
         if missing := [name for name in needed if name not in constants]:
             raise ValueError(f"{source}: no constexpr int {', '.join(missing)}, where the launch reads its shape")
         self.block_q = constants["BLOCK_Q"]
@@ -333,13 +329,8 @@ class AttentionKernel:
         self.persistent = persistent
         self.packed_gqa = packed_gqa
         self.kv_cache = kv_cache
-        # Narrow tiles: the rows one warpgroup holds, and the keys of a tile each warpgroup then takes.
-        self.narrow_rows, self.half_keys = (constants["GROUP_Q"], constants["BLOCK_KV"] // 2) if key_halves else (0, 0)
-        halves = tuple(name_expression(d, c, self.half_keys) for d in CUDA_TYPES for c in (False, True))
-        self.instances = (
-            ALL_INSTANCES + (halves if key_halves else ()) + (tuple(COMBINE_INSTANCES.values()) if kv_cache else ())
-        )
-        self._loaded: dict[tuple, object] = {}
+        self.instances = ALL_INSTANCES + (tuple(COMBINE_INSTANCES.values()) if kv_cache else ())
+        self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
 
     def runs_on(self, gpu: str) -> bool:
         """Whether the kernel runs on a GPU of architecture ``gpu`` (e.g. "sm_90"; sm_90a code runs on sm_90)."""
@@ -387,9 +378,8 @@ class AttentionKernel:
             check_output(out, q)
         batch, seq_len_q, n_heads, head_dim = q.shape
         _, seq_len_k, n_kv_heads, _ = k.shape
-        tile_heads, tile_positions = self.packed_tile(n_heads, n_kv_heads)
-        narrow = tile_heads * min(tile_positions, seq_len_q) <= self.narrow_rows  # never without key halves
-        kernel = self._kernel(q.device.index, q.dtype, bool(causal), narrow)
+        kernel = self._kernel(q.device.index, q.dtype, bool(causal))
+        tile_heads, _ = self.packed_tile(n_heads, n_kv_heads)
         grid = self.query_tiles(q.shape, n_kv_heads)
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         n_splits = self.splits(q.shape, k.shape, sms)
@@ -469,16 +459,16 @@ class AttentionKernel:
         except TensorMapError as error:
             raise KernelError(f"{self.chapter}: {error}") from error
 
-    def _kernel(self, device_index: int, dtype: torch.dtype, causal: bool, narrow: bool = False):
-        """The loaded kernel for one device, element type, causal flag and tile width (compiled and loaded once)."""
-        key = (device_index, dtype, causal, narrow)
+    def _kernel(self, device_index: int, dtype: torch.dtype, causal: bool):
+        """The loaded kernel for one device, element type and causal flag (compiled and loaded once)."""
+        key = (device_index, dtype, causal)
         if key not in self._loaded:
             self._loaded[key] = self._load(*key)
         return self._loaded[key]
 
-    def _load(self, device_index: int, dtype: torch.dtype, causal: bool, narrow: bool = False):
+    def _load(self, device_index: int, dtype: torch.dtype, causal: bool):
         arch = self.build_arch(gpu_arch(device_index))  # a ValueError on a GPU the kernel is not written for
-        entry = name_expression(dtype, causal, self.half_keys if narrow else None)
+        entry = name_expression(dtype, causal)
         return load_function(
             self.source, arch, entry, device_index, self.smem_bytes, label=self.chapter, instances=self.instances
         )

@@ -69,6 +69,8 @@ record() {
         python runner.py ablate 16 --seq-len 16384 --rounds 3 --json results/ablation_ch16_16384.json
         ;;
     ablation_ch16_causal.json) python runner.py ablate 16 --causal --rounds 5 --json results/ablation_ch16_causal.json ;;
+    ablation_ch18.json) python runner.py ablate 18 --rounds 5 --json results/ablation_ch18.json ;;
+    ablation_ch18_causal.json) python runner.py ablate 18 --causal --rounds 5 --json results/ablation_ch18_causal.json ;;
     peak.json) python runner.py peak --json results/peak.json ;;
     profile_k02_to_k04.json)
         python runner.py profile 2 3 4 --json results/profile_k02_to_k04.json >results/profile_k02_to_k04.txt

@@ -5,14 +5,15 @@ spills, with NVRTC and nvcc, is tested with the chapters' (tests/test_build_cpu.
 import difflib
 import functools
 import itertools
+import re
 from collections import Counter
 
 import pytest
 
 from kernels import chapters
-from kernels.build import compile_nvrtc, nvrtc_version
+from kernels.build import ALL_INSTANCES, compile_nvrtc, nvrtc_version
 from kernels.tools.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
-from kernels.tools.sass import resource_usage
+from kernels.tools.sass import disassemble, resource_usage
 from tests.helpers import changed, deepest_wait, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
@@ -32,15 +33,16 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_five_sets_in_chapter_order():
+def test_there_are_six_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
         "ch07_addressing",
         "ch14_overlap",
         "ch16_softmax_chains",
+        "ch18_split_kv",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -187,3 +189,38 @@ def test_ch07_kernel6_addressing_at_128_keys_spends_more_on_addresses():
     assert loop("k06_kv128")["LDSM.MT88"] == loop("k08_kv128")["LDSM.MT88"]
     assert address_arithmetic("k06_exp2") > address_arithmetic("k07_addressing")
     assert address_arithmetic("k06_kv128") > address_arithmetic("k08_kv128")
+
+
+def steady_loop(sass: str) -> list[str]:
+    """The instructions of the tile loop that issues both products (the loop with 16 HGMMA), in order."""
+    lines = re.findall(r"/\*([0-9a-f]{4,})\*/\s*([^;]*);", sass)
+    addresses = [int(address, 16) for address, _ in lines]
+    for i, (_, text) in enumerate(lines):
+        target = re.search(r"BRA\s+(0x[0-9a-f]+)", text)
+        if target and int(target.group(1), 16) < addresses[i]:  # a branch back: the loop from its target to here
+            body = [text for _, text in lines[addresses.index(int(target.group(1), 16)) : i + 1]]
+            if sum("HGMMA" in text for text in body) == 16:
+                return body
+    raise AssertionError("no tile loop with 16 HGMMA")
+
+
+def exponentials_between_the_waits(name: str, instance: str) -> tuple[int, int]:
+    """In the tile loop: the MUFU.EX2 between the wait for S (DEPBAR.LE gsb0, 0x1) and the wait for P V (0x0), and
+    all of them."""
+    cubin = compile_nvrtc(CONTENDERS[name].source, "sm_90a")
+    loop = steady_loop(disassemble(cubin)[cubin.lowered_names[instance]])
+    first = next(i for i, text in enumerate(loop) if "DEPBAR.LE gsb0, 0x1" in text)
+    second = next(i for i, text in enumerate(loop) if i > first and "DEPBAR.LE gsb0, 0x0" in text)
+    return sum("MUFU.EX2" in text for text in loop[first:second]), sum("MUFU.EX2" in text for text in loop)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+@pytest.mark.parametrize("kernel", [14, 18])
+def test_ch18_the_fence_keeps_every_exponential_between_the_waits(kernel, instance):
+    """ptxas hoists the wait for P V of kernels 14 and 18 above their softmax: few exponentials, if any, run under
+    P V. With the fence below the softmax, every one of them does, in every instance."""
+    [chapter] = [name for name in CONTENDERS if name.startswith(f"k{kernel}_") and name in LADDER]
+    before, total_before = exponentials_between_the_waits(chapter, instance)
+    between, total = exponentials_between_the_waits(f"k{kernel}_fenced_softmax", instance)
+    assert before < total_before // 4
+    assert between == total == total_before > 0

@@ -23,31 +23,14 @@ JSON_FILES = sorted(RESULTS.glob("*.json"))
 # Recorded before a run saved the sha256 of the sources it measured: nothing says whether their kernels are still
 # today's. Re-record one with scripts/record_results.sh and take it off this list.
 KNOWN_STALE = {
-    "ablation_ch03.json": "recorded before runs saved their sources",
-    "ablation_ch05.json": "recorded before runs saved their sources",
-    "ablation_ch07.json": "recorded before runs saved their sources",
-    "ablation_ch14.json": "recorded before runs saved their sources",
-    "ablation_ch16.json": "recorded before runs saved their sources",
-    "ablation_ch16_16384.json": "recorded before runs saved their sources",
-    "ablation_ch16_causal.json": "recorded before runs saved their sources",
-    "causal_k14_to_k16.json": "recorded before runs saved their sources",
     "fa4_k14_to_k16.json": "recorded before runs saved their sources",
-    "fp16.json": "recorded before runs saved their sources",
-    "gqa.json": "recorded before runs saved their sources",
-    "headline_k14_to_k16.json": "recorded before runs saved their sources",
-    "kv_cache.json": "recorded before runs saved their sources",
     "peak.json": "recorded before `runner.py peak` saved the sources of peak/",
     "profile_k02_to_k04.json": "recorded before profiles saved their sources",
-    "profile_k08_fa2.json": "recorded before profiles saved their sources",
-    "profile_k12_cudnn.json": "recorded before profiles saved their sources",
     "profile_k14_to_k16_16384.json": "recorded before profiles saved their sources",
     "profile_k15_cudnn.json": "recorded before profiles saved their sources",
-    "profile_k16_cudnn.json": "recorded before profiles saved their sources",
     "profile_k16_fa4.json": "recorded before profiles saved their sources",
     "sweep.json": "recorded before runs saved their sources",
     "sweep_causal.json": "recorded before runs saved their sources",
-    "sweep_causal_k16.json": "recorded before runs saved their sources",
-    "sweep_k16.json": "recorded before runs saved their sources",
 }
 
 

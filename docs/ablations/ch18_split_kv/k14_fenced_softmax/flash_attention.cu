@@ -1,17 +1,15 @@
-// Chapter 19: the softmax between the waits, in the machine code. A fence keeps ptxas from hoisting P V's wait.
+// Ablation of chapter 18, derived from kernel 14: the softmax between the waits in the machine code, by a fence.
 //
 // Since kernel 14 the source runs a tile's softmax between wgmma_wait<1> (S has landed) and wgmma_wait<0>
 // (P V of the tile before has landed), so that the exponentials run while the tensor cores multiply P V.
 // The PTX keeps that order, but ptxas does not: it schedules the second wait at the top of the basic block
-// that holds the softmax, so every MUFU.EX2 waits for P V to finish, and nothing overlaps. Here one CTA
-// fence (fence.acq_rel.cta, MEMBAR.ALL.CTA in SASS) sits between the softmax and the second wait. ptxas
-// moves no instruction across a fence, so the wait stays below the exponentials. The fence orders this
-// thread's memory accesses; the consumers' only ones in the loop are the mbarrier operations, so it has
-// little to wait for.
-// In the diff: scheduling_fence, and its one call in the tile loop.
+// that holds the softmax, so most MUFU.EX2 wait for P V to finish. Here one CTA fence (fence.acq_rel.cta,
+// MEMBAR.ALL.CTA in SASS) sits between the softmax and the second wait. ptxas moves no instruction across a
+// fence, so the wait stays below the exponentials. The fence orders this thread's memory accesses; the
+// consumers' only ones in the loop are the mbarrier operations, so it has little to wait for.
 //
-// One block computes BLOCK_Q query rows of one (batch, K/V head); each of its two consumer warpgroups owns
-// 64 of them, each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k,
+// One block computes BLOCK_Q query rows of one (batch, head); each of its two consumer warpgroups owns 64
+// of them, each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k,
 // n_kv_heads, HEAD_DIM).
 
 #include <cuda_bf16.h>
@@ -37,22 +35,17 @@ constexpr int MMA_K = 16;
 constexpr int WARP_Q = BLOCK_Q / N_WARPS;  // 16: the rows of a warp's slice of its warpgroup's tile
 constexpr int GROUP_Q = 4 * WARP_Q;        // 64: the rows of one warpgroup, the M of every wgmma
 constexpr int CHUNK = 8;                   // 16-bit elements in one 16-byte vector
-constexpr int CHAINS = 8;                  // independent chains in each row's max and sum
 constexpr int STAGES = 2;                  // shared-memory buffers for each of K and V
 constexpr int SMEM_ALIGN = 1024;           // bytes: where the tiles start (aligned_smem)
 constexpr int PLANE = 64;                  // columns in one plane of a tile: 128 bytes per row
-constexpr int Q_TILES = 3;  // (BLOCK_Q, HEAD_DIM) tiles in shared memory: two buffers of Q, and O on its way out
-constexpr int N_BARRIERS = 4 + 4 * STAGES;  // mbarriers after the tiles: per Q buffer and stage of K and V, filled and free
+constexpr int N_BARRIERS = 1 + 4 * STAGES;  // mbarriers after the tiles: Q's; per stage, K's and V's filled and free
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
 constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
-constexpr int V_ZEROED = 1;                // the named barrier after the V rows past a sequence's end are zeroed
 // Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
-constexpr int SMEM_BYTES = (Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
+constexpr int SMEM_BYTES = (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
                            N_BARRIERS * MBARRIER_BYTES +
                            SMEM_ALIGN;
 static_assert(SMEM_BYTES <= 227 * 1024, "SMEM_BYTES fits in one block's shared memory on Hopper");
-static_assert(BLOCK_KV / MMA_N % CHAINS == 0 && (CHAINS & (CHAINS - 1)) == 0,
-              "every chain takes as many n-tiles, and the chains join pairwise");
 static_assert(WARP_Q == MMA_M, "each warp owns one mma row tile of queries");
 static_assert(BLOCK_Q == BLOCK_KV, "Q, K and V tiles share one layout");
 
@@ -274,16 +267,6 @@ __device__ void scheduling_fence() {
     asm volatile("fence.acq_rel.cta;" ::: "memory");
 }
 
-// Makes this thread's shared-memory writes visible to the async proxy, whose reads wgmma makes.
-__device__ void fence_proxy_async() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// A barrier of the `threads` threads (a multiple of 32) that name it; 0 is __syncthreads'.
-__device__ void named_barrier_sync(int id, int threads) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 // Rows [row0, row0 + BLOCK_ROWS) of one head, one copy per 64-column plane (the map's box is PLANE columns
 // of BLOCK_ROWS rows). Rows at or past seq_len arrive as zeros: a zero V row times a zero probability
 // stays zero, never NaN.
@@ -320,8 +303,7 @@ __device__ constexpr unsigned long long descriptor_step(int row0, int col0) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The kernel. Grid: one block of N_THREADS threads per SM, or per query tile if there are fewer (a block
-// that finds no pair of its own has nothing to do).
+// The kernel. Grid: (query tiles, heads, batch); one block of N_THREADS threads per query tile.
 // The consumers' work on a query tile is consume_query_tile, after the kernel.
 // ---------------------------------------------------------------------------------------------------
 
@@ -331,96 +313,57 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
                                                    unsigned long long* k_free, unsigned long long* v_free,
                                                    int lane, int g, int t, int warp_row0, int group_row0,
                                                    int seq_len_q, int seq_len_k, int q_stride, float softmax_scale,
-                                                   T* o_smem, T* o_batch, float* o_split, float* lse_rows,
-                                                   int p0, int head0, int head_end, int tile_heads,
-                                                   int first_tile, int n_tiles, int kv_count,
-                                                   unsigned long long* q_free, bool rows_past_end);
+                                                   T* o_smem, T* o_head, int q0, int n_tiles);
 
 template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS, 1)
 flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__ TensorMap k_map,
-                const __grid_constant__ TensorMap v_map, T* __restrict__ o, float* __restrict__ o_partial,
-                float* __restrict__ lse, const int* __restrict__ seq_lens_k, int seq_len_q, int seq_len_k, int n_heads,
-                int n_kv_heads, float softmax_scale, int batch_size, int n_splits) {
+                const __grid_constant__ TensorMap v_map, T* __restrict__ o, int seq_len_q, int seq_len_k, int n_heads,
+                int n_kv_heads, float softmax_scale) {
     extern __shared__ __align__(16) unsigned char smem[];
-    T* q_buffers = reinterpret_cast<T*>(aligned_smem(smem));  // two tiles: this query tile's Q and the next one's
-    T* k_smem = q_buffers + 2 * BLOCK_Q * HEAD_DIM;     // STAGES tiles
+    T* q_smem = reinterpret_cast<T*>(aligned_smem(smem));
+    T* k_smem = q_smem + BLOCK_Q * HEAD_DIM;          // STAGES tiles
     T* v_smem = k_smem + STAGES * BLOCK_KV * HEAD_DIM;  // STAGES tiles
-    T* o_smem = v_smem + STAGES * BLOCK_KV * HEAD_DIM;  // O on its way out
-    // Per Q buffer: its tile has landed (filled), and every S that reads it is done (free).
-    unsigned long long* q_filled = reinterpret_cast<unsigned long long*>(o_smem + BLOCK_Q * HEAD_DIM);
-    unsigned long long* q_free = q_filled + 2;
+    unsigned long long* q_barrier = reinterpret_cast<unsigned long long*>(v_smem + STAGES * BLOCK_KV * HEAD_DIM);
     // Per stage: K's and V's tiles have landed (filled), and have been read (free). K and V have their own,
     // as a tile's K is read one product before its V.
-    unsigned long long* k_filled = q_free + 2;
+    unsigned long long* k_filled = q_barrier + 1;
     unsigned long long* v_filled = k_filled + STAGES;
     unsigned long long* k_free = v_filled + STAGES;
     unsigned long long* v_free = k_free + STAGES;
-    static_assert((Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
-                      N_BARRIERS * sizeof(*q_filled) +
+    static_assert((BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
+                      N_BARRIERS * sizeof(*q_barrier) +
                       SMEM_ALIGN <= SMEM_BYTES,
                   "the carve-up above fits in SMEM_BYTES");
 
     // The shuffle tells the compiler what is true: warp is the same in every lane of a warp, so what is
     // computed from it (the descriptors of Q) can live in the warp's uniform registers that wgmma reads.
     const int warp = __shfl_sync(0xffffffff, threadIdx.x / 32, 0), lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int q0 = blockIdx.x * BLOCK_Q;
     const int warp_row0 = warp * WARP_Q;  // this warp's first row inside the block's tiles
     const int group_row0 = warp / 4 * GROUP_Q;  // and its warpgroup's
+    // Grouped heads (GQA, or MQA with one K/V head): n_heads / n_kv_heads query heads in a row share one
+    // K/V head. Only the K and V copies see it.
+    const int head = blockIdx.y, kv_head = head / (n_heads / n_kv_heads), batch = blockIdx.z;
     const int q_stride = n_heads * HEAD_DIM;  // from one row to the next
+    const long long q_offset = ((long long)batch * seq_len_q * n_heads + head) * HEAD_DIM;
+    T* o_head = o + q_offset;
     // Causal is aligned bottom-right, as for queries against a KV cache: the queries are the last seq_len_q
-    // of a sequence's keys, so query i sees keys 0 ... i + its length - seq_len_q (>= 0: the caller checks).
+    // of seq_len_k positions, so query i sees keys 0 ... i + causal_offset (>= 0 when causal: the caller checks).
+    const int causal_offset = seq_len_k - seq_len_q;
 
-    // Grouped heads (GQA, or MQA with one K/V head): the n_heads / n_kv_heads query heads of a group, in a
-    // row, share one K/V head. A tile holds tile_heads of them (the whole group when it fits) at tile_positions
-    // query positions; a larger group takes head_chunks tiles side by side. kernels/launch.py makes the Q
-    // map's box by the same rule.
-    const int group = n_heads / n_kv_heads, tile_heads = min(group, BLOCK_Q);
-    const int tile_positions = BLOCK_Q / tile_heads, head_chunks = (group + tile_heads - 1) / tile_heads;
-    // The work: in each (batch, K/V head, chunk of heads), query tile i from the end paired with tile i from the
-    // start (the middle one alone when the count is odd), each pair once per split. Block b takes pairs b,
-    // b + gridDim.x, ..., numbered split by split, then group by group, and in each the longer tile first.
-    // Producer and consumers walk the same list, one step per query tile.
-    const int q_tiles = (seq_len_q + tile_positions - 1) / tile_positions, pairs_per_head = (q_tiles + 1) / 2;
-    const int n_pairs = n_splits * pairs_per_head * head_chunks * n_kv_heads * batch_size;
-    struct Work {
-        bool finished, skipped;  // no pair left for this block; the second tile of a pair that has none
-        int p0, head0, head_end, kv_head, batch, n_tiles;  // positions p0 ..., heads head0 ... head_end - 1
-        int split, first_tile, seq_len_k;  // key tiles first_tile ... of this split, of the sequence's seq_len_k
-    };
-    const auto work_at = [&](int step) {
-        const int split_pair = blockIdx.x + step / 2 * gridDim.x, pair = split_pair / n_splits;
-        const int i = pair % pairs_per_head;
-        Work work;
-        work.finished = split_pair >= n_pairs;
-        work.p0 = (step % 2 == 0 ? q_tiles - 1 - i : i) * tile_positions;
-        work.kv_head = pair / pairs_per_head / head_chunks % n_kv_heads;
-        work.batch = pair / pairs_per_head / head_chunks / n_kv_heads;
-        work.head0 = work.kv_head * group + pair / pairs_per_head % head_chunks * tile_heads;
-        work.head_end = min(work.head0 + tile_heads, (work.kv_head + 1) * group);
-        work.seq_len_k = seq_lens_k == nullptr || work.finished ? seq_len_k : seq_lens_k[work.batch];
-        // Causal: tiles wholly above the diagonal are skipped (the tile's last position sees up to key
-        // p0 + tile_positions - 1 + seq_len_k - seq_len_q).
-        const int n_keys = CAUSAL ? min(work.seq_len_k, work.p0 + tile_positions + work.seq_len_k - seq_len_q)
-                                  : work.seq_len_k;
-        // A split's share: consecutive tiles, at least one in all (length 0: output 0, lse -inf), maybe none.
-        const int all_tiles = max((n_keys + BLOCK_KV - 1) / BLOCK_KV, 1), split_tiles = (all_tiles - 1) / n_splits + 1;
-        work.split = split_pair % n_splits;
-        work.first_tile = work.split * split_tiles;
-        work.n_tiles = min(split_tiles, all_tiles - work.first_tile);
-        work.skipped = (step % 2 == 1 && 2 * i + 1 == q_tiles) || work.n_tiles <= 0;
-        return work;
-    };
+    // Causal: tiles wholly above the diagonal are skipped (the block's last query sees up to key
+    // q0 + BLOCK_Q - 1 + causal_offset). Tile 0 always holds key 0, visible to every query, so each row's
+    // max is finite from the first tile on and exp() never sees inf - inf.
+    const int n_keys = CAUSAL ? min(seq_len_k, q0 + BLOCK_Q + causal_offset) : seq_len_k;
+    const int n_tiles = (n_keys + BLOCK_KV - 1) / BLOCK_KV;
 
     // Q stays in shared memory, where every tile's wgmma reads it. One thread sets up the barriers: a
     // filled one completes with the producer's arrival and the bytes of its copies, a free one with an
     // arrival of one lane in each consumer warp. The block barrier publishes them before anyone waits on them.
     constexpr int TILE_BYTES = BLOCK_KV * HEAD_DIM * sizeof(T);
-    const int q_tile_bytes = tile_heads * tile_positions * HEAD_DIM * sizeof(T);  // the rows a Q box holds
     if (threadIdx.x == 0) {
-        for (int buffer = 0; buffer < 2; ++buffer) {
-            mbarrier_init(&q_filled[buffer], 1);
-            mbarrier_init(&q_free[buffer], N_WARPS);
-        }
+        mbarrier_init(q_barrier, 1);
         for (int stage = 0; stage < STAGES; ++stage) {
             mbarrier_init(&k_filled[stage], 1);
             mbarrier_init(&v_filled[stage], 1);
@@ -431,82 +374,46 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     }
     __syncthreads();
 
-    // The producer: one thread asks for each query tile's Q as soon as its buffer is free, then for each of its
-    // K and V tiles as soon as their stage is free. The stages go round across query tiles: kv_count counts
-    // the K and V tiles of all the block's query tiles so far.
+    // The producer: one thread asks for Q, then for each tile's K and V as soon as its stage is free.
     if (warp >= N_WARPS) {
         setmaxnreg_dec<PRODUCER_REGISTERS>();
-        // Its first thread alone walks the work list.
-        for (int step = 0, round = 0, kv_count = 0; threadIdx.x == N_WARPS * 32; ++step) {
-            const Work work = work_at(step);
-            if (work.finished) break;
-            if (work.skipped) continue;
-            const int kv_head = work.kv_head, batch = work.batch;
-            // The Q buffers take turns; a buffer's barriers complete once per turn.
-            const int buffer = round % 2, turn = round / 2;
-            ++round;
-            if (turn > 0) mbarrier_wait(&q_free[buffer], (turn - 1) % 2);
-            mbarrier_arrive_expect_bytes(&q_filled[buffer], q_tile_bytes);
-            load_tile<BLOCK_Q>(q_buffers + buffer * BLOCK_Q * HEAD_DIM, q_map, work.head0, work.p0, batch,
-                               &q_filled[buffer]);
-            for (int tile = 0; tile < work.n_tiles; ++tile, ++kv_count) {
-                const int stage = kv_count % STAGES;
-                // The consumers released tile - STAGES: a free barrier completes once per STAGES tiles.
-                if (kv_count >= STAGES) mbarrier_wait(&k_free[stage], (kv_count / STAGES - 1) % 2);
+        if (threadIdx.x == N_WARPS * 32) {
+            mbarrier_arrive_expect_bytes(q_barrier, TILE_BYTES);
+            load_tile<BLOCK_Q>(q_smem, q_map, head, q0, batch, q_barrier);
+            for (int tile = 0; tile < n_tiles; ++tile) {
+                const int stage = tile % STAGES;
+                // The consumers released tile - STAGES: the stage's free barrier completes once per STAGES tiles.
+                if (tile >= STAGES) mbarrier_wait(&k_free[stage], (tile / STAGES - 1) % 2);
                 mbarrier_arrive_expect_bytes(&k_filled[stage], TILE_BYTES);
-                const int row0 = (work.first_tile + tile) * BLOCK_KV;
-                load_tile<BLOCK_KV>(k_smem + stage * BLOCK_KV * HEAD_DIM, k_map, kv_head, row0, batch,
+                load_tile<BLOCK_KV>(k_smem + stage * BLOCK_KV * HEAD_DIM, k_map, kv_head, tile * BLOCK_KV, batch,
                                     &k_filled[stage]);
-                if (kv_count >= STAGES) mbarrier_wait(&v_free[stage], (kv_count / STAGES - 1) % 2);
+                if (tile >= STAGES) mbarrier_wait(&v_free[stage], (tile / STAGES - 1) % 2);
                 mbarrier_arrive_expect_bytes(&v_filled[stage], TILE_BYTES);
-                load_tile<BLOCK_KV>(v_smem + stage * BLOCK_KV * HEAD_DIM, v_map, kv_head, row0, batch,
+                load_tile<BLOCK_KV>(v_smem + stage * BLOCK_KV * HEAD_DIM, v_map, kv_head, tile * BLOCK_KV, batch,
                                     &v_filled[stage]);
             }
         }
         return;
     }
-    // The consumers: kernel 14's, once per query tile of the work list.
+    // The consumers: tile 0's S, the skewed loop, the last tile's P V.
     setmaxnreg_inc<CONSUMER_REGISTERS>();
-    for (int step = 0, round = 0, kv_count = 0;; ++step) {
-        const Work work = work_at(step);
-        if (work.finished) break;
-        if (work.skipped) continue;
-        const int buffer = round % 2, turn = round / 2;
-        ++round;
-        mbarrier_wait(&q_filled[buffer], turn % 2);
-        T* o_batch = o + (long long)work.batch * seq_len_q * n_heads * HEAD_DIM;
-        // Split, a work item writes fp32 rows and their log-sum-exp in its split's slices of o_partial and lse
-        // (split, batch, ...), for combine_splits; whole, it writes o, and the log-sum-exp when lse is given.
-        const long long split_batch = (long long)work.split * batch_size + work.batch;
-        float* o_split = n_splits > 1 ? o_partial + split_batch * seq_len_q * n_heads * HEAD_DIM : nullptr;
-        float* lse_rows = lse == nullptr ? nullptr : lse + split_batch * n_heads * seq_len_q;
-        consume_query_tile<T, CAUSAL>(q_buffers + buffer * BLOCK_Q * HEAD_DIM, k_smem, v_smem, k_filled, v_filled,
-                                      k_free, v_free, lane, g, t, warp_row0, group_row0, seq_len_q, work.seq_len_k,
-                                      q_stride, softmax_scale, o_smem, o_batch, o_split, lse_rows, work.p0, work.head0,
-                                      work.head_end, tile_heads, work.first_tile, work.n_tiles, kv_count,
-                                      &q_free[buffer], work.seq_len_k < seq_len_k);
-        kv_count += work.n_tiles;
-    }
+    mbarrier_wait(q_barrier, 0);
+    consume_query_tile<T, CAUSAL>(q_smem, k_smem, v_smem, k_filled, v_filled, k_free, v_free,
+                                  lane, g, t, warp_row0, group_row0, seq_len_q, seq_len_k, q_stride, softmax_scale,
+                                  q_smem, o_head, q0, n_tiles);
 }
 
-// The consumers' work on one query tile, positions p0 ... of heads head0 ... head_end - 1 (row = position x
-// tile_heads + head): for each of its n_tiles K/V tiles from first_tile on
+// The consumers' work on one query tile, rows q0 ... q0 + BLOCK_Q - 1 of one head: for each of its n_tiles K/V
 // tiles, as the producer fills their stage, S = Q K^T, the online softmax and O += P V; then O, normalised, out.
 // Where this thread works in the tiles (lane, g, t, warp_row0, group_row0) is the kernel's, made once.
-// Its K and V tiles are the block's kv_count-th and on, which sets their stages and barrier phases.
 template <typename T, bool CAUSAL>
 __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_smem,
                                                    unsigned long long* k_filled, unsigned long long* v_filled,
                                                    unsigned long long* k_free, unsigned long long* v_free,
                                                    int lane, int g, int t, int warp_row0, int group_row0,
                                                    int seq_len_q, int seq_len_k, int q_stride, float softmax_scale,
-                                                   T* o_smem, T* o_batch, float* o_split, float* lse_rows,
-                                                   int p0, int head0, int head_end, int tile_heads,
-                                                   int first_tile, int n_tiles, int kv_count,
-                                                   unsigned long long* q_free, bool rows_past_end) {
+                                                   T* o_smem, T* o_head, int q0, int n_tiles) {
     const int causal_offset = seq_len_k - seq_len_q;  // query i sees keys 0 ... i + causal_offset
-    // The positions of this thread's rows, g and g + 8 of its warp.
-    const int row_position[2] = {p0 + (warp_row0 + g) / tile_heads, p0 + (warp_row0 + g + 8) / tile_heads};
 
     // Per thread: O rows g and g + 8 of this warp (index 2h + i is row g + 8h), and for those two rows
     // the running max (in base-2 units: times scale * log2(e)) and this thread's part of the running sum.
@@ -547,59 +454,39 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     // must be multiplied by for the new max.
     const auto softmax = [&](int kv0, float (&rescale)[2]) {
         // Keys past the end, and keys past the query's diagonal when causal, get no weight.
-        if (kv0 + BLOCK_KV > seq_len_k ||
-            (CAUSAL && kv0 + BLOCK_KV - 1 > p0 + warp_row0 / tile_heads + causal_offset)) {
+        if (kv0 + BLOCK_KV > seq_len_k || (CAUSAL && kv0 + BLOCK_KV - 1 > q0 + warp_row0 + causal_offset)) {
 #pragma unroll
             for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     const int key = kv0 + mma_n * MMA_N + 2 * t + i % 2;
-                    if (key >= seq_len_k || (CAUSAL && key > row_position[i / 2] + causal_offset)) {
-                        s_acc[mma_n][i] = -CUDART_INF_F;
-                    }
+                    const int query = q0 + warp_row0 + g + 8 * (i / 2);
+                    if (key >= seq_len_k || (CAUSAL && key > query + causal_offset)) s_acc[mma_n][i] = -CUDART_INF_F;
                 }
             }
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            // n-tile n joins chain n % CHAINS; the chains are then joined pairwise, in log2(CHAINS) steps.
-            float chain_max[CHAINS];
+            float tile_max = -CUDART_INF_F;
 #pragma unroll
             for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
-                const float pair_max = fmaxf(s_acc[mma_n][2 * h], s_acc[mma_n][2 * h + 1]);
-                chain_max[mma_n % CHAINS] = mma_n < CHAINS ? pair_max : fmaxf(chain_max[mma_n % CHAINS], pair_max);
+                tile_max = fmaxf(tile_max, fmaxf(s_acc[mma_n][2 * h], s_acc[mma_n][2 * h + 1]));
             }
-#pragma unroll
-            for (int width = CHAINS / 2; width > 0; width /= 2) {
-#pragma unroll
-                for (int c = 0; c < width; ++c) chain_max[c] = fmaxf(chain_max[c], chain_max[c + width]);
-            }
-            float tile_max = chain_max[0];
             // The 4 lanes t = 0..3 of a group hold one row between them.
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 1));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffff, tile_max, 2));
             const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
-            // A causal row may see no key of a split's first tiles: its max stays -inf, and 0 stands in for it
-            // below, so that exp2 sees -inf (weight 0) instead of inf - inf.
-            const float max_or_zero = new_max == -CUDART_INF_F ? 0.0f : new_max;
-            rescale[h] = fast_exp2(row_max[h] - max_or_zero);
+            rescale[h] = fast_exp2(row_max[h] - new_max);
             row_max[h] = new_max;
             row_sum[h] *= rescale[h];
-            float chain_sum[CHAINS] = {};
 #pragma unroll
             for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 2 * h; i < 2 * h + 2; ++i) {
-                    s_acc[mma_n][i] = fast_exp2(fmaf(s_acc[mma_n][i], scale_log2, -max_or_zero));
-                    chain_sum[mma_n % CHAINS] += s_acc[mma_n][i];
+                    s_acc[mma_n][i] = fast_exp2(fmaf(s_acc[mma_n][i], scale_log2, -new_max));
+                    row_sum[h] += s_acc[mma_n][i];
                 }
             }
-#pragma unroll
-            for (int width = CHAINS / 2; width > 0; width /= 2) {
-#pragma unroll
-                for (int c = 0; c < width; ++c) chain_sum[c] += chain_sum[c + width];
-            }
-            row_sum[h] += chain_sum[0];
         }
     };
     // P to 16 bits. The accumulators of n-tiles 2 mma_kv and 2 mma_kv + 1 are exactly the A fragment of
@@ -616,21 +503,21 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
 
     // Tile 0: its scores alone.
     float rescale[2];
-    mbarrier_wait(&k_filled[kv_count % STAGES], kv_count / STAGES % 2);
+    mbarrier_wait(&k_filled[0], 0);
     wgmma_fence();
-    issue_scores(kv_count % STAGES);
+    issue_scores(0);
     wgmma_wait<0>();
     pin_registers(s_acc);
-    if (lane == 0) mbarrier_arrive(&k_free[kv_count % STAGES]);
-    softmax(first_tile * BLOCK_KV, rescale);
+    if (lane == 0) mbarrier_arrive(&k_free[0]);
+    softmax(0, rescale);
     to_p_frag();
 
     // Iteration `tile` issues S = Q K^T of this tile and, behind it, O += P V of the tile before. It waits
     // for S alone and runs the softmax while P V is on the tensor cores, then rescales O once P V is done.
     for (int tile = 1; tile < n_tiles; ++tile) {
-        const int count = kv_count + tile, stage = count % STAGES, last_stage = (count - 1) % STAGES;
-        mbarrier_wait(&k_filled[stage], count / STAGES % 2);
-        mbarrier_wait(&v_filled[last_stage], (count - 1) / STAGES % 2);
+        const int stage = tile % STAGES, last_stage = (tile - 1) % STAGES;
+        mbarrier_wait(&k_filled[stage], tile / STAGES % 2);
+        mbarrier_wait(&v_filled[last_stage], (tile - 1) / STAGES % 2);
         pin_registers(o_acc);
         pin_registers(p_frag);
         wgmma_fence();
@@ -640,7 +527,7 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
         wgmma_wait<1>();  // S has landed; P V may still be running
         pin_registers(s_acc);
         if (lane == 0) mbarrier_arrive(&k_free[stage]);  // this warp is done with the K tile
-        softmax((first_tile + tile) * BLOCK_KV, rescale);
+        softmax(tile * BLOCK_KV, rescale);
         scheduling_fence();  // the softmax's instructions stay above the wait below, under P V
 
         wgmma_wait<0>();  // P V has landed: O may be rescaled, P and the V tile reused
@@ -654,57 +541,24 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
         }
         to_p_frag();
     }
-    // Every S of this query tile is done: its Q buffer may take the one after next.
-    if (lane == 0) mbarrier_arrive(q_free);
 
     // The last tile's P V.
-    const int last_stage = (kv_count + n_tiles - 1) % STAGES;
-    mbarrier_wait(&v_filled[last_stage], (kv_count + n_tiles - 1) / STAGES % 2);
-    // A sequence shorter than the cache (rows_past_end): its keys past seq_len_k have P = 0, but the V rows
-    // there hold whatever the cache held, and 0 x NaN is NaN. The consumers zero them before P V reads them.
-    const int valid_rows = seq_len_k - (first_tile + n_tiles - 1) * BLOCK_KV, readers = N_WARPS * 32;
-    if (rows_past_end && valid_rows < BLOCK_KV) {
-        T* v_tile = v_smem + last_stage * BLOCK_KV * HEAD_DIM;
-        const int zero_from = max(valid_rows, 0) * HEAD_DIM / CHUNK;  // the first 16-byte chunk past the end
-        for (int chunk = zero_from + threadIdx.x; chunk < BLOCK_KV * HEAD_DIM / CHUNK; chunk += readers) {
-            const int row = chunk / (HEAD_DIM / CHUNK), col = chunk % (HEAD_DIM / CHUNK) * CHUNK;
-            *reinterpret_cast<uint4*>(&v_tile[smem_index(row, col)]) = make_uint4(0, 0, 0, 0);
-        }
-        fence_proxy_async();
-        named_barrier_sync(V_ZEROED, readers);
-    }
+    const int last_stage = (n_tiles - 1) % STAGES;
+    mbarrier_wait(&v_filled[last_stage], (n_tiles - 1) / STAGES % 2);
     pin_registers(o_acc);
     pin_registers(p_frag);
     wgmma_fence();
     issue_products(last_stage);
     wgmma_wait<0>();
     pin_registers(o_acc);
-    if (lane == 0) mbarrier_arrive(&v_free[last_stage]);
 
-    // Normalise, convert to 16 bits and stage this warp's rows in o_smem, so that the global writes can be
-    // whole 16-byte vectors instead of 4-byte pairs. Its lanes are done reading what it staged last time.
-    __syncwarp();
+    // Normalise, convert to 16 bits and stage this warp's rows in o_smem (Q's tile: no wgmma reads it any more),
+    // so that the global writes can be whole 16-byte vectors instead of 4-byte pairs.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 1);
         row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 2);
-        // A row that saw no key of this split has sum 0: output 0, log-sum-exp -inf, weight 0 in combine_splits.
-        const float inverse_sum = row_sum[h] > 0.0f ? 1.0f / row_sum[h] : 0.0f;
-        const int row = warp_row0 + g + 8 * h, head = head0 + row % tile_heads;
-        const bool real = row / tile_heads < BLOCK_Q / tile_heads && row_position[h] < seq_len_q && head < head_end;
-        if (lse_rows != nullptr && t == 0 && real) {
-            const float log2_sum = row_sum[h] > 0.0f ? row_max[h] + __log2f(row_sum[h]) : -CUDART_INF_F;
-            lse_rows[(long long)head * seq_len_q + row_position[h]] = log2_sum * 0.6931471805599453f;  // ln 2
-        }
-        if (o_split != nullptr) {  // fp32 pairs straight to global memory: a decode tile has few real rows
-            float* o_row = o_split + (long long)row_position[h] * q_stride + head * HEAD_DIM;
-#pragma unroll
-            for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
-                const float2 pair = {o_acc[mma_n][2 * h] * inverse_sum, o_acc[mma_n][2 * h + 1] * inverse_sum};
-                if (real) *reinterpret_cast<float2*>(&o_row[mma_n * MMA_N + 2 * t]) = pair;
-            }
-            continue;
-        }
+        const float inverse_sum = 1.0f / row_sum[h];
 #pragma unroll
         for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
             const unsigned pair =
@@ -712,7 +566,6 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
             *reinterpret_cast<unsigned*>(&o_smem[smem_index(warp_row0 + g + 8 * h, mma_n * MMA_N + 2 * t)]) = pair;
         }
     }
-    if (o_split != nullptr) return;
     __syncwarp();
     constexpr int CHUNKS_PER_ROW = HEAD_DIM / CHUNK;
 #pragma unroll
@@ -720,46 +573,9 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
         const int chunk = step * 32 + lane;
         const int row = warp_row0 + chunk / CHUNKS_PER_ROW;
         const int col = chunk % CHUNKS_PER_ROW * CHUNK;
-        // Rows past the tile's last position (when tile_heads does not divide BLOCK_Q) hold no query.
-        const int position = p0 + row / tile_heads, head = head0 + row % tile_heads;
-        if (row / tile_heads < BLOCK_Q / tile_heads && position < seq_len_q && head < head_end) {
-            *reinterpret_cast<uint4*>(&o_batch[(long long)position * q_stride + head * HEAD_DIM + col]) =
+        if (q0 + row < seq_len_q) {
+            *reinterpret_cast<uint4*>(&o_head[(long long)(q0 + row) * q_stride + col]) =
                 *reinterpret_cast<const uint4*>(&o_smem[smem_index(row, col)]);
         }
     }
-}
-
-// The split outputs of each row, merged: split s, normalised by its own sum, weighs exp(lse_s - lse_max) of the
-// total (its share of the softmax's denominator). One warp per row of o, 4 columns per lane; rows numbered as
-// o's, (batch x seq_len_q + position) x n_heads + head. A split's o_partial is (batch, seq_len_q, n_heads,
-// HEAD_DIM) and its lse (batch, n_heads, seq_len_q), as is the log-sum-exp written when lse is given.
-template <typename T>
-__global__ void combine_splits(const float* __restrict__ o_partial, const float* __restrict__ lse_partial,
-                               T* __restrict__ o, float* __restrict__ lse, int n_rows, int seq_len_q, int n_heads,
-                               int n_splits) {
-    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= n_rows) return;
-    const int head = row % n_heads, position = row / n_heads % seq_len_q, batch = row / n_heads / seq_len_q;
-    const long long lse_row = ((long long)batch * n_heads + head) * seq_len_q + position;
-    float lse_max = -CUDART_INF_F;
-    for (int split = 0; split < n_splits; ++split) {
-        lse_max = fmaxf(lse_max, lse_partial[split * (long long)n_rows + lse_row]);
-    }
-    // A split a row saw nothing of (-inf, its output never written when the split had no tile) is passed over.
-    float4 sum = {0.0f, 0.0f, 0.0f, 0.0f};
-    float total = 0.0f;
-    for (int split = 0; split < n_splits; ++split) {
-        const float split_lse = lse_partial[split * (long long)n_rows + lse_row];
-        if (split_lse == -CUDART_INF_F) continue;
-        const float weight = expf(split_lse - lse_max);
-        const float* split_row = o_partial + (split * (long long)n_rows + row) * HEAD_DIM;
-        const float4 part = reinterpret_cast<const float4*>(split_row)[lane];
-        total += weight;
-        sum.x += weight * part.x, sum.y += weight * part.y, sum.z += weight * part.z, sum.w += weight * part.w;
-    }
-    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;  // a row that saw no key: output 0, lse -inf
-    const uint2 pairs = {pack_floats<T>(sum.x * inverse, sum.y * inverse),
-                         pack_floats<T>(sum.z * inverse, sum.w * inverse)};
-    reinterpret_cast<uint2*>(o + (long long)row * HEAD_DIM)[lane] = pairs;
-    if (lse != nullptr && lane == 0) lse[lse_row] = total > 0.0f ? lse_max + logf(total) : -CUDART_INF_F;
 }

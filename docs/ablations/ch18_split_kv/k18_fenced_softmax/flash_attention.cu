@@ -1,15 +1,12 @@
-// Chapter 20: key halves. When a tile's real rows fit in 64, each warpgroup takes half of every key tile.
+// Ablation of chapter 18, derived from kernel 18: the softmax between the waits in the machine code, by a fence.
 //
-// A decode tile of kernel 19 holds a group's heads at one position: at most 64 real rows, all in the first
-// consumer warpgroup's half. The second warpgroup's 64 rows are padding, yet it runs S = Q K^T and P V over
-// every key, so a key tile costs twice the tensor-core work its real rows need. Here, when the real rows fit
-// in one warpgroup (narrow), both warpgroups hold those same 64 rows and split every key tile: the first
-// takes its keys 0 ... 63, the second 64 ... 127, each with a (64, 64) S, its own running max, sum and O.
-// Both read every stage, as before, so the stages and their prefetch are kernel 19's. At the end of a query
-// tile the second hands its max, sum and O to the first through shared memory, thread to thread, and the
-// first merges them as the online softmax merges a tile. The kernel has an instance per KEYS (64 or 128 keys
-// per warpgroup) and the host launches the one that fits, so the full tiles of prefill run kernel 19's code.
-// In the diff: the (64, 64) wgmma, KEYS in the tile loop, narrow, and the hand-over.
+// Since kernel 14 the source runs a tile's softmax between wgmma_wait<1> (S has landed) and wgmma_wait<0>
+// (P V of the tile before has landed), so that the exponentials run while the tensor cores multiply P V.
+// The PTX keeps that order, but ptxas does not: it schedules the second wait at the top of the basic block
+// that holds the softmax, so most MUFU.EX2 wait for P V to finish. Here one CTA fence (fence.acq_rel.cta,
+// MEMBAR.ALL.CTA in SASS) sits between the softmax and the second wait. ptxas moves no instruction across a
+// fence, so the wait stays below the exponentials. The fence orders this thread's memory accesses; the
+// consumers' only ones in the loop are the mbarrier operations, so it has little to wait for.
 //
 // One block computes BLOCK_Q query rows of one (batch, K/V head); each of its two consumer warpgroups owns
 // 64 of them, each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k,
@@ -47,15 +44,9 @@ constexpr int N_BARRIERS = 4 + 4 * STAGES;  // mbarriers after the tiles: per Q 
 constexpr int ELEMENT_BYTES = 2;           // one bf16 or fp16 value
 constexpr int MBARRIER_BYTES = 8;          // one mbarrier, an unsigned long long
 constexpr int V_ZEROED = 1;                // the named barrier after the V rows past a sequence's end are zeroed
-// Named barriers of the hand-over: the second warpgroup waits until the scratch is free and says when it is
-// full; the first warpgroup's warps wait for each other before staging O over it.
-constexpr int SCRATCH_FREE = 2, SCRATCH_FULL = 3, SCRATCH_READ = 4;
-constexpr int WARPGROUP_THREADS = 128;
-constexpr int ROW_STATS = 2 * 64;  // after the mbarriers: a narrow tile's 64 rows' max and sum, handed over
-constexpr int FLOAT_BYTES = 4;
 // Dynamic shared memory: what the kernel carves out of it, and the slack aligned_smem may skip.
 constexpr int SMEM_BYTES = (Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * ELEMENT_BYTES +
-                           N_BARRIERS * MBARRIER_BYTES + ROW_STATS * FLOAT_BYTES +
+                           N_BARRIERS * MBARRIER_BYTES +
                            SMEM_ALIGN;
 static_assert(SMEM_BYTES <= 227 * 1024, "SMEM_BYTES fits in one block's shared memory on Hopper");
 static_assert(BLOCK_KV / MMA_N % CHAINS == 0 && (CHAINS & (CHAINS - 1)) == 0,
@@ -103,37 +94,6 @@ __device__ void wgmma_smem_smem<__half>(float (&d)[16][4], unsigned long long a_
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACCUMULATORS ", %64, %65, p, 1, 1, 0, 0;\n}"
                  : ACCUMULATOR_OPERANDS(d)
-                 : "l"(a_desc), "l"(b_desc), "r"(accumulate));
-}
-
-// The same for a (64, 16) x (16, 64) step: half the keys of a tile, 32 accumulators per thread.
-#define ACCUMULATORS_HALF                                                                                  \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
-    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define ACCUMULATOR_OPERANDS_HALF(d) \
-    N_TILE(d, 0), N_TILE(d, 1), N_TILE(d, 2), N_TILE(d, 3), N_TILE(d, 4), N_TILE(d, 5), N_TILE(d, 6), N_TILE(d, 7)
-
-template <typename T>
-__device__ void wgmma_smem_smem(float (&d)[8][4], unsigned long long a_desc, unsigned long long b_desc,
-                                int accumulate);
-
-template <>
-__device__ void wgmma_smem_smem<__nv_bfloat16>(float (&d)[8][4], unsigned long long a_desc, unsigned long long b_desc,
-                                               int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACCUMULATORS_HALF
-                 ", %32, %33, p, 1, 1, 0, 0;\n}"
-                 : ACCUMULATOR_OPERANDS_HALF(d)
-                 : "l"(a_desc), "l"(b_desc), "r"(accumulate));
-}
-
-template <>
-__device__ void wgmma_smem_smem<__half>(float (&d)[8][4], unsigned long long a_desc, unsigned long long b_desc,
-                                        int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " ACCUMULATORS_HALF
-                 ", %32, %33, p, 1, 1, 0, 0;\n}"
-                 : ACCUMULATOR_OPERANDS_HALF(d)
                  : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 }
 
@@ -317,14 +277,9 @@ __device__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// A barrier of the `threads` threads (a multiple of 32) that name it; 0 is __syncthreads'. Some of them may
-// only signal it (arrive: count themselves and go on) while the others wait (sync).
+// A barrier of the `threads` threads (a multiple of 32) that name it; 0 is __syncthreads'.
 __device__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-__device__ void named_barrier_arrive(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Rows [row0, row0 + BLOCK_ROWS) of one head, one copy per 64-column plane (the map's box is PLANE columns
@@ -368,7 +323,7 @@ __device__ constexpr unsigned long long descriptor_step(int row0, int col0) {
 // The consumers' work on a query tile is consume_query_tile, after the kernel.
 // ---------------------------------------------------------------------------------------------------
 
-template <typename T, bool CAUSAL, int KEYS>
+template <typename T, bool CAUSAL>
 __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_smem,
                                                    unsigned long long* k_filled, unsigned long long* v_filled,
                                                    unsigned long long* k_free, unsigned long long* v_free,
@@ -377,11 +332,9 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
                                                    T* o_smem, T* o_batch, float* o_split, float* lse_rows,
                                                    int p0, int head0, int head_end, int tile_heads,
                                                    int first_tile, int n_tiles, int kv_count,
-                                                   unsigned long long* q_free, bool rows_past_end,
-                                                   float* row_stats);
+                                                   unsigned long long* q_free, bool rows_past_end);
 
-// KEYS: the keys of every tile each consumer warpgroup takes, all of them or (narrow) half.
-template <typename T, bool CAUSAL, int KEYS = BLOCK_KV>
+template <typename T, bool CAUSAL>
 __global__ void __launch_bounds__(N_THREADS, 1)
 flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__ TensorMap k_map,
                 const __grid_constant__ TensorMap v_map, T* __restrict__ o, float* __restrict__ o_partial,
@@ -401,15 +354,16 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     unsigned long long* v_filled = k_filled + STAGES;
     unsigned long long* k_free = v_filled + STAGES;
     unsigned long long* v_free = k_free + STAGES;
-    float* row_stats = reinterpret_cast<float*>(v_free + STAGES);
     static_assert((Q_TILES * BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * sizeof(T) +
-                      N_BARRIERS * sizeof(*q_filled) + ROW_STATS * sizeof(float) +
+                      N_BARRIERS * sizeof(*q_filled) +
                       SMEM_ALIGN <= SMEM_BYTES,
                   "the carve-up above fits in SMEM_BYTES");
 
     // The shuffle tells the compiler what is true: warp is the same in every lane of a warp, so what is
     // computed from it (the descriptors of Q) can live in the warp's uniform registers that wgmma reads.
     const int warp = __shfl_sync(0xffffffff, threadIdx.x / 32, 0), lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int warp_row0 = warp * WARP_Q;  // this warp's first row inside the block's tiles
+    const int group_row0 = warp / 4 * GROUP_Q;  // and its warpgroup's
     const int q_stride = n_heads * HEAD_DIM;  // from one row to the next
     // Causal is aligned bottom-right, as for queries against a KV cache: the queries are the last seq_len_q
     // of a sequence's keys, so query i sees keys 0 ... i + its length - seq_len_q (>= 0: the caller checks).
@@ -420,11 +374,6 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     // map's box by the same rule.
     const int group = n_heads / n_kv_heads, tile_heads = min(group, BLOCK_Q);
     const int tile_positions = BLOCK_Q / tile_heads, head_chunks = (group + tile_heads - 1) / tile_heads;
-    // Narrow (KEYS < BLOCK_KV: the host launches this instance when a tile's real rows fit in one warpgroup's
-    // 64), both warpgroups hold rows 0 ... 63.
-    constexpr bool NARROW = KEYS < BLOCK_KV;
-    const int warp_row0 = (NARROW ? warp % 4 : warp) * WARP_Q;  // this warp's first row inside the block's tiles
-    const int group_row0 = NARROW ? 0 : warp / 4 * GROUP_Q;     // and its warpgroup's
     // The work: in each (batch, K/V head, chunk of heads), query tile i from the end paired with tile i from the
     // start (the middle one alone when the count is odd), each pair once per split. Block b takes pairs b,
     // b + gridDim.x, ..., numbered split by split, then group by group, and in each the longer tile first.
@@ -529,12 +478,11 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
         const long long split_batch = (long long)work.split * batch_size + work.batch;
         float* o_split = n_splits > 1 ? o_partial + split_batch * seq_len_q * n_heads * HEAD_DIM : nullptr;
         float* lse_rows = lse == nullptr ? nullptr : lse + split_batch * n_heads * seq_len_q;
-        consume_query_tile<T, CAUSAL, KEYS>(q_buffers + buffer * BLOCK_Q * HEAD_DIM, k_smem, v_smem, k_filled,
-                                            v_filled, k_free, v_free, lane, g, t, warp_row0, group_row0, seq_len_q,
-                                            work.seq_len_k, q_stride, softmax_scale, o_smem, o_batch, o_split, lse_rows,
-                                            work.p0, work.head0, work.head_end, tile_heads, work.first_tile,
-                                            work.n_tiles, kv_count, &q_free[buffer], work.seq_len_k < seq_len_k,
-                                            row_stats);
+        consume_query_tile<T, CAUSAL>(q_buffers + buffer * BLOCK_Q * HEAD_DIM, k_smem, v_smem, k_filled, v_filled,
+                                      k_free, v_free, lane, g, t, warp_row0, group_row0, seq_len_q, work.seq_len_k,
+                                      q_stride, softmax_scale, o_smem, o_batch, o_split, lse_rows, work.p0, work.head0,
+                                      work.head_end, tile_heads, work.first_tile, work.n_tiles, kv_count,
+                                      &q_free[buffer], work.seq_len_k < seq_len_k);
         kv_count += work.n_tiles;
     }
 }
@@ -544,7 +492,7 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
 // tiles, as the producer fills their stage, S = Q K^T, the online softmax and O += P V; then O, normalised, out.
 // Where this thread works in the tiles (lane, g, t, warp_row0, group_row0) is the kernel's, made once.
 // Its K and V tiles are the block's kv_count-th and on, which sets their stages and barrier phases.
-template <typename T, bool CAUSAL, int KEYS>
+template <typename T, bool CAUSAL>
 __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_smem,
                                                    unsigned long long* k_filled, unsigned long long* v_filled,
                                                    unsigned long long* k_free, unsigned long long* v_free,
@@ -553,15 +501,8 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
                                                    T* o_smem, T* o_batch, float* o_split, float* lse_rows,
                                                    int p0, int head0, int head_end, int tile_heads,
                                                    int first_tile, int n_tiles, int kv_count,
-                                                   unsigned long long* q_free, bool rows_past_end,
-                                                   float* row_stats) {
+                                                   unsigned long long* q_free, bool rows_past_end) {
     const int causal_offset = seq_len_k - seq_len_q;  // query i sees keys 0 ... i + causal_offset
-    // KEYS < BLOCK_KV (narrow): warpgroup w takes keys w x KEYS ... of every tile, for the same 64 rows.
-    static_assert(BLOCK_KV % KEYS == 0 && KEYS / MMA_N % CHAINS == 0, "whole n-tiles per warpgroup and chain");
-    const int warpgroup = __shfl_sync(0xffffffff, threadIdx.x / WARPGROUP_THREADS, 0);
-    const int key0 = KEYS < BLOCK_KV ? warpgroup * KEYS : 0;
-    // The first warpgroup is done with the scratch (o_smem) since its last query tile's epilogue.
-    if (KEYS < BLOCK_KV && warpgroup == 0) named_barrier_arrive(SCRATCH_FREE, 2 * WARPGROUP_THREADS);
     // The positions of this thread's rows, g and g + 8 of its warp.
     const int row_position[2] = {p0 + (warp_row0 + g) / tile_heads, p0 + (warp_row0 + g + 8) / tile_heads};
 
@@ -575,12 +516,12 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     // Descriptors of this warpgroup's Q rows and of stage 0's K and V, made once: another stage is a fixed
     // offset (STAGE_STEP), and so is a block inside a tile (descriptor_step).
     const unsigned long long q_descriptor = smem_descriptor(q_smem, group_row0, 0);
-    const unsigned long long k_descriptor = smem_descriptor(k_smem, key0, 0);
-    const unsigned long long v_descriptor = smem_descriptor(v_smem, key0, 0);
+    const unsigned long long k_descriptor = smem_descriptor(k_smem, 0, 0);
+    const unsigned long long v_descriptor = smem_descriptor(v_smem, 0, 0);
     constexpr unsigned long long STAGE_STEP = BLOCK_KV * HEAD_DIM * sizeof(T) >> 4;  // descriptors count 16-byte units
 
-    float s_acc[KEYS / MMA_N][4];
-    unsigned p_frag[KEYS / MMA_K][4];
+    float s_acc[BLOCK_KV / MMA_N][4];
+    unsigned p_frag[BLOCK_KV / MMA_K][4];
 
     // S = Q K^T for this warpgroup's 64 rows x BLOCK_KV keys, one wgmma per 16 columns of HEAD_DIM.
     const auto issue_scores = [&](int stage) {
@@ -594,7 +535,7 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     // O += P V, one wgmma per 16 keys.
     const auto issue_products = [&](int stage) {
 #pragma unroll
-        for (int mma_kv = 0; mma_kv < KEYS / MMA_K; ++mma_kv) {
+        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
             wgmma_regs_smem<T>(o_acc, p_frag[mma_kv],
                                v_descriptor + stage * STAGE_STEP + descriptor_step<T>(mma_kv * MMA_K, 0));
         }
@@ -607,10 +548,10 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
         if (kv0 + BLOCK_KV > seq_len_k ||
             (CAUSAL && kv0 + BLOCK_KV - 1 > p0 + warp_row0 / tile_heads + causal_offset)) {
 #pragma unroll
-            for (int mma_n = 0; mma_n < KEYS / MMA_N; ++mma_n) {
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
-                    const int key = kv0 + key0 + mma_n * MMA_N + 2 * t + i % 2;
+                    const int key = kv0 + mma_n * MMA_N + 2 * t + i % 2;
                     if (key >= seq_len_k || (CAUSAL && key > row_position[i / 2] + causal_offset)) {
                         s_acc[mma_n][i] = -CUDART_INF_F;
                     }
@@ -622,7 +563,7 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
             // n-tile n joins chain n % CHAINS; the chains are then joined pairwise, in log2(CHAINS) steps.
             float chain_max[CHAINS];
 #pragma unroll
-            for (int mma_n = 0; mma_n < KEYS / MMA_N; ++mma_n) {
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
                 const float pair_max = fmaxf(s_acc[mma_n][2 * h], s_acc[mma_n][2 * h + 1]);
                 chain_max[mma_n % CHAINS] = mma_n < CHAINS ? pair_max : fmaxf(chain_max[mma_n % CHAINS], pair_max);
             }
@@ -644,7 +585,7 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
             row_sum[h] *= rescale[h];
             float chain_sum[CHAINS] = {};
 #pragma unroll
-            for (int mma_n = 0; mma_n < KEYS / MMA_N; ++mma_n) {
+            for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll
                 for (int i = 2 * h; i < 2 * h + 2; ++i) {
                     s_acc[mma_n][i] = fast_exp2(fmaf(s_acc[mma_n][i], scale_log2, -max_or_zero));
@@ -663,7 +604,7 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     // key block mma_kv, so P never leaves the registers.
     const auto to_p_frag = [&]() {
 #pragma unroll
-        for (int mma_kv = 0; mma_kv < KEYS / MMA_K; ++mma_kv) {
+        for (int mma_kv = 0; mma_kv < BLOCK_KV / MMA_K; ++mma_kv) {
             p_frag[mma_kv][0] = pack_floats<T>(s_acc[2 * mma_kv][0], s_acc[2 * mma_kv][1]);
             p_frag[mma_kv][1] = pack_floats<T>(s_acc[2 * mma_kv][2], s_acc[2 * mma_kv][3]);
             p_frag[mma_kv][2] = pack_floats<T>(s_acc[2 * mma_kv + 1][0], s_acc[2 * mma_kv + 1][1]);
@@ -738,59 +679,13 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     pin_registers(o_acc);
     if (lane == 0) mbarrier_arrive(&v_free[last_stage]);
 
-    // The rows' sums, whole: the 4 lanes of a row add their parts.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 1);
-        row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 2);
-    }
-    // Narrow: the second warpgroup hands its max, sum and O to the first, thread to thread (the same rows and
-    // columns), O through o_smem as fp32 (64 rows fill it), max and sum through row_stats. The first merges
-    // them as the online softmax merges a tile: each side rescaled to the larger max.
-    if constexpr (KEYS < BLOCK_KV) {
-        float* scratch = reinterpret_cast<float*>(o_smem);
-        const int thread = threadIdx.x % WARPGROUP_THREADS;
-        if (warpgroup == 1) {
-            named_barrier_sync(SCRATCH_FREE, 2 * WARPGROUP_THREADS);
-#pragma unroll
-            for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
-#pragma unroll
-                for (int i = 0; i < 4; ++i) scratch[(mma_n * 4 + i) * WARPGROUP_THREADS + thread] = o_acc[mma_n][i];
-            }
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                if (t == 0) row_stats[2 * (warp_row0 + g + 8 * h)] = row_max[h];
-                if (t == 0) row_stats[2 * (warp_row0 + g + 8 * h) + 1] = row_sum[h];
-            }
-            named_barrier_arrive(SCRATCH_FULL, 2 * WARPGROUP_THREADS);
-            return;
-        }
-        named_barrier_sync(SCRATCH_FULL, 2 * WARPGROUP_THREADS);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const float other_max = row_stats[2 * (warp_row0 + g + 8 * h)], new_max = fmaxf(row_max[h], other_max);
-            const float max_or_zero = new_max == -CUDART_INF_F ? 0.0f : new_max;
-            const float mine = fast_exp2(row_max[h] - max_or_zero), theirs = fast_exp2(other_max - max_or_zero);
-            row_sum[h] = row_sum[h] * mine + row_stats[2 * (warp_row0 + g + 8 * h) + 1] * theirs;
-            row_max[h] = new_max;
-#pragma unroll
-            for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
-#pragma unroll
-                for (int i = 2 * h; i < 2 * h + 2; ++i) {
-                    const float other = scratch[(mma_n * 4 + i) * WARPGROUP_THREADS + thread];
-                    o_acc[mma_n][i] = o_acc[mma_n][i] * mine + other * theirs;
-                }
-            }
-        }
-        // Every warp has read the scratch before any of them stages O over it.
-        named_barrier_sync(SCRATCH_READ, WARPGROUP_THREADS);
-    }
-
     // Normalise, convert to 16 bits and stage this warp's rows in o_smem, so that the global writes can be
     // whole 16-byte vectors instead of 4-byte pairs. Its lanes are done reading what it staged last time.
     __syncwarp();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
+        row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 1);
+        row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 2);
         // A row that saw no key of this split has sum 0: output 0, log-sum-exp -inf, weight 0 in combine_splits.
         const float inverse_sum = row_sum[h] > 0.0f ? 1.0f / row_sum[h] : 0.0f;
         const int row = warp_row0 + g + 8 * h, head = head0 + row % tile_heads;
