@@ -51,20 +51,17 @@ def tensor_map(tensor: torch.Tensor, box_rows: int, box_cols: int, *, box_heads:
         )
     if box_cols * tensor.element_size() > SWIZZLE_BYTES:
         raise ValueError(f"a box row is at most {SWIZZLE_BYTES} bytes in the 128-byte swizzle, got {box_cols} columns")
-    return _encoded(
-        tensor.data_ptr(), tuple(tensor.shape), tensor.element_size(), tensor.dtype, box_rows, box_cols, box_heads
-    )
+    return _encoded(tensor.data_ptr(), tuple(tensor.shape), tensor.dtype, box_rows, box_cols, box_heads)
 
 
 # A map depends on the address, the shape and the box alone, not on the values, and encoding one through
 # cuda-bindings costs the CPU about as long as a decode step's kernel runs: the maps of tensors seen before are
 # kept (a model passes the same KV cache at every step; the ladder times the same inputs again and again).
 @functools.lru_cache(maxsize=256)
-def _encoded(
-    address: int, shape: tuple[int, ...], element: int, dtype: torch.dtype, box_rows: int, box_cols: int, box_heads: int
-):
+def _encoded(address: int, shape: tuple[int, ...], dtype: torch.dtype, box_rows: int, box_cols: int, box_heads: int):
     driver = cuda_driver()
     batch, seq_len, heads, head_dim = shape
+    element = dtype.itemsize
     dims = (head_dim, heads, seq_len, batch)
     strides = (head_dim * element, heads * head_dim * element, seq_len * heads * head_dim * element)  # bytes, dims 1-3
     box = (box_cols, box_heads, box_rows, 1)

@@ -5,7 +5,6 @@ spills, with NVRTC and nvcc, is tested with the chapters' (tests/test_build_cpu.
 import difflib
 import functools
 import itertools
-import re
 from collections import Counter
 
 import pytest
@@ -14,7 +13,7 @@ from kernels import chapters
 from kernels.build import ALL_INSTANCES, compile_nvrtc, nvrtc_version
 from kernels.tools.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
 from kernels.tools.sass import disassemble, resource_usage
-from tests.helpers import changed, deepest_wait, sass_text, tile_loop, total
+from tests.helpers import ADDRESS, BRANCH, changed, deepest_wait, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
 LADDER = {c.name: c for c in chapters()}
@@ -192,15 +191,14 @@ def test_ch07_kernel6_addressing_at_128_keys_spends_more_on_addresses():
 
 
 def steady_loop(sass: str) -> list[str]:
-    """The instructions of the tile loop that issues both products (the loop with 16 HGMMA), in order."""
-    lines = re.findall(r"/\*([0-9a-f]{4,})\*/\s*([^;]*);", sass)
-    addresses = [int(address, 16) for address, _ in lines]
-    for i, (_, text) in enumerate(lines):
-        target = re.search(r"BRA\s+(0x[0-9a-f]+)", text)
-        if target and int(target.group(1), 16) < addresses[i]:  # a branch back: the loop from its target to here
-            body = [text for _, text in lines[addresses.index(int(target.group(1), 16)) : i + 1]]
-            if sum("HGMMA" in text for text in body) == 16:
-                return body
+    """The instructions of the tile loop that issues both products (the loop with 16 HGMMA), in order: unlike
+    tests/helpers.py's tile_loop, not the longest loop, which in a persistent kernel is the one over query tiles."""
+    lines = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
+    for at, target in BRANCH.findall(sass):
+        start, end = int(target, 16), int(at, 16)
+        body = [line for address, line in lines if start <= address <= end]
+        if start < end and sum("HGMMA" in line for line in body) == 16:
+            return body
     raise AssertionError("no tile loop with 16 HGMMA")
 
 
