@@ -476,7 +476,10 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     for (int round = 0, kv_count = 0;; ++round) {
         const int buffer = round % 2, turn = round / 2;
         mbarrier_wait(&q_filled[buffer], turn % 2);
-        const Work work = work_at(work_slots[buffer] / 2, work_slots[buffer] % 2);
+        // Lane 0 reads the slot for its warp: the lane whose arrival frees the buffer for the producer's next
+        // write, so no lane's read can race that write.
+        const int slot = __shfl_sync(0xffffffff, lane == 0 ? work_slots[buffer] : 0, 0);
+        const Work work = work_at(slot / 2, slot % 2);
         if (work.finished) break;
         T* o_batch = o + (long long)work.batch * seq_len_q * n_heads * HEAD_DIM;
         // Split, a work item writes fp32 rows and their log-sum-exp in its split's slices of o_partial and lse
