@@ -20,6 +20,7 @@ RESULTS = ROOT / "results"
 RECORD = ROOT / "scripts" / "record_results.sh"
 JSON_FILES = sorted(RESULTS.glob("*.json"))
 
+
 def records(path: Path) -> list[dict]:
     """Each measurement a file holds with what it ran on: a run's environment, a profile or peak's own record."""
     data = json.loads(path.read_text())
