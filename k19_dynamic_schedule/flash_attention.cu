@@ -553,9 +553,11 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     // The scores of the tile at key kv0 -> unnormalised probabilities, in place; rescale[h] is what O
     // must be multiplied by for the new max.
     const auto softmax = [&](int kv0, float (&rescale)[2]) {
-        // Keys past the end, and keys past the query's diagonal when causal, get no weight.
+        // Keys past the end, and keys past the query's diagonal when causal, get no weight. The warp's first
+        // position is lane 0's: dividing here would divide in every tile, as a division under a condition
+        // cannot leave the loop.
         if (kv0 + BLOCK_KV > seq_len_k ||
-            (CAUSAL && kv0 + BLOCK_KV - 1 > p0 + warp_row0 / tile_heads + causal_offset)) {
+            (CAUSAL && kv0 + BLOCK_KV - 1 > __shfl_sync(0xffffffff, row_position[0], 0) + causal_offset)) {
 #pragma unroll
             for (int mma_n = 0; mma_n < BLOCK_KV / MMA_N; ++mma_n) {
 #pragma unroll

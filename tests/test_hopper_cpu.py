@@ -16,7 +16,7 @@ from kernels.launch import AttentionKernel
 from kernels.tma import TensorMapError, tensor_map
 from kernels.tma import _encoded as encoded_maps
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
-from kernels.tools.sass import opcodes, resource_usage
+from kernels.tools.sass import disassemble, opcodes, resource_usage
 from tests.helpers import ADDRESS, BRANCH, CHAPTERS, sass_text, source_constant, total
 
 by_number = {c.number: c for c in CHAPTERS}
@@ -554,3 +554,22 @@ def test_split_kv_writes_the_log_sum_exp_with_one_log_per_row():
     [split] = [c for c in CHAPTERS if c.slug == "split_kv"]
     assert total(opcodes(sass_text(by_number[split.number - 1])), "MUFU.LG2") == 0
     assert total(opcodes(sass_text(split)), "MUFU.LG2") == 2
+
+
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c.kernel.packed_gqa], ids=lambda c: c.name)
+def test_the_causal_tile_loop_divides_nothing(chapter):
+    """A packed tile's positions are row / tile_heads, a division by a number known at run time: ptxas spells it with
+    a reciprocal (MUFU.RCP) beside the loop's exponentials, and may not hoist it from under the mask's condition.
+    The loop takes the warp's first position from lane 0 instead (one shuffle): it holds no RCP, and chapter 17's
+    causal tile loop is chapter 16's but for that shuffle and its use."""
+    causal = ALL_INSTANCES[1]
+    assert "true" in causal and "bfloat16" in causal
+
+    def causal_loop(c) -> list[str]:
+        cubin = compile_nvrtc(c.kernel.source, c.kernel.build_arch("sm_90"))
+        return wgmma_loop_lines(disassemble(cubin)[cubin.lowered_names[causal]], products=2 * 128 // 16)
+
+    loop = causal_loop(chapter)
+    assert not [line for line in loop if "MUFU.RCP" in line or "I2F" in line]
+    if chapter.slug == "packed_gqa":
+        assert len(loop) <= len(causal_loop(by_number[chapter.number - 1])) + 2
