@@ -136,6 +136,7 @@ RUN_TITLES = {
     "sweep_causal.json": "Sequence-length sweep, causal",
     "sweep_k16.json": "Sequence-length sweep, chapters 14-16",
     "sweep_causal_k16.json": "Sequence-length sweep, chapters 14-16, causal",
+    "dynamic_schedule.json": "Chapter 19 beside 16 and 18: 16,384 keys, the headline shape, causal",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 # What a text file holds, for its link; another .txt is described by its first line.
@@ -148,6 +149,8 @@ TEXT_FILES = {
     "sanitizer.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 7-16 (`scripts/sanitize.py`)",
     "sanitizer_k17_k18.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 17 and 18, with a "
     "decode shape (`scripts/sanitize.py 17 18`)",
+    "sanitizer_k19.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 19, with a decode shape "
+    "(`scripts/sanitize.py 19`)",
 }
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
 DECODE_INTRO = (
