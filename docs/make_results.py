@@ -11,8 +11,9 @@ table is exactly what `runner.py --from-json results/headline.json --markdown` p
 disagree. A page's snippet lies between `<!-- results:NAME:start -->` and `<!-- results:NAME:end -->`:
 `step-05` is chapter 5 and the chapter before it, headline and causal; `decode-17` is chapter 17 and the one
 before it at the decode shapes of results/decode.json, beside cuDNN; `ablation-ch03` is the grid of
-results/ablation_ch03.json (`runner.py ablate 3 --json ...`). A snippet whose results are missing is left as
-it is, with a warning.
+results/ablation_ch03.json (`runner.py ablate 3 --json ...`); `runs-dynamic_schedule` is every run of
+results/dynamic_schedule.json, one row per shape, its chapters side by side. A snippet whose results are missing
+is left as it is, with a warning.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ RUN_TITLES = {
     "sweep_causal.json": "Sequence-length sweep, causal",
     "sweep_k16.json": "Sequence-length sweep, chapters 14-16",
     "sweep_causal_k16.json": "Sequence-length sweep, chapters 14-16, causal",
+    "dynamic_schedule.json": "Chapter 19 beside 16 and 18: 16,384 keys, the headline shape, causal",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 # What a text file holds, for its link; another .txt is described by its first line.
@@ -147,6 +149,8 @@ TEXT_FILES = {
     "sanitizer.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 7-16 (`scripts/sanitize.py`)",
     "sanitizer_k17_k18.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 17 and 18, with a "
     "decode shape (`scripts/sanitize.py 17 18`)",
+    "sanitizer_k19.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 19, with a decode shape "
+    "(`scripts/sanitize.py 19`)",
 }
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
 DECODE_INTRO = (
@@ -424,6 +428,40 @@ def decode_snippet(number: str, results: Path) -> str:
     )
 
 
+def runs_snippet(name: str, results: Path) -> str:
+    """Every run of results/NAME.json, one row per shape: each chapter's TFLOP/s [min–max], the last chapter's step
+    over the one before it, and cuDNN's TFLOP/s."""
+    path = results / f"{name}.json"
+    if not path.exists():
+        raise MissingResults(f"no results/{path.name} yet")
+    runs = load_runs(path)
+    names = [row.name for row in runs[0].rows if row.kind == "chapter"]
+    if len(names) < 2:
+        raise MissingResults(f"results/{path.name} holds fewer than two chapters")
+    lines = []
+    for run in runs:
+        by_name = {row.name: row for row in run.rows}
+        if any(n not in by_name for n in [*names, "torch cuDNN"]):
+            raise MissingResults(f"a run of results/{path.name} lacks one of {', '.join(names)} or torch cuDNN")
+        shape = run.shape
+        lines.append(
+            [
+                f"{shape['batch']} × {shape['seq_len']:,}{', causal' if shape['causal'] else ''}",
+                *(format_spread(by_name[n].tflops_spread, run.rounds) for n in names),
+                step_text(run, names[-1]),
+                format_spread(by_name["torch cuDNN"].tflops_spread, run.rounds),
+            ]
+        )
+    headers = ["batch × seq_len", *(f"{n} TFLOP/s" for n in names), "step", "cuDNN TFLOP/s"]
+    run = runs[0]
+    return (
+        f"{markdown(headers, lines)}\n\nHeads {run.shape['heads']}, head_dim {run.shape['head_dim']}, "
+        f"{run.shape['dtype']}, on {run.environment.get('device', '?')}: {rounds_words(run)}; the step is "
+        f"{names[-1]} over {names[-2]}, the median of per-round ratios. From results/{path.name} "
+        f"(`scripts/record_results.sh {path.name}`, which runs each shape in turn)."
+    )
+
+
 def ablation_snippet(name: str, results: Path) -> str:
     """An ablation set's grid of median TFLOP/s [min–max], with its shape and the command that measured it."""
     path = results / f"ablation_{name}.json"
@@ -441,6 +479,7 @@ SNIPPETS: dict[re.Pattern, Callable[[str, Path], str]] = {
     re.compile(r"step-(\d\d)"): step_snippet,
     re.compile(r"decode-(\d\d)"): decode_snippet,
     re.compile(r"ablation-(ch\d\d)"): ablation_snippet,
+    re.compile(r"runs-(\w+)"): runs_snippet,
 }
 
 

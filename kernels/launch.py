@@ -300,6 +300,8 @@ class AttentionKernel:
     Q map's box spans those heads. ``kv_cache``: the kernel takes per-sequence KV lengths, writes the log-sum-exp on
     request and splits the keys when the query tiles are too few to fill the GPU (``split_count``), merging the
     splits with its ``combine_splits``; its arguments after o are o_partial, lse, seq_lens_k, and n_splits last.
+    ``dynamic_schedule``: the blocks take their work from a counter in global memory (``work_counter``), whose
+    address comes after n_splits.
 
     Under torch.compile a launch is a graph break: Dynamo runs it as it is, between the graphs it compiles
     (``torch.ops.fa_ladder.attention`` is the form that compiles into one graph).
@@ -314,6 +316,7 @@ class AttentionKernel:
         persistent: bool = False,
         packed_gqa: bool = False,
         kv_cache: bool = False,
+        dynamic_schedule: bool = False,
     ) -> None:
         self.source = source
         self.chapter = source.parent.name
@@ -329,6 +332,7 @@ class AttentionKernel:
         self.persistent = persistent
         self.packed_gqa = packed_gqa
         self.kv_cache = kv_cache
+        self.dynamic_schedule = dynamic_schedule
         self.instances = ALL_INSTANCES + (tuple(COMBINE_INSTANCES.values()) if kv_cache else ())
         self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
 
@@ -405,6 +409,11 @@ class AttentionKernel:
             np.float32(scale),
             *((np.int32(batch),) if self.persistent else ()),
             *((np.int32(n_splits),) if self.kv_cache else ()),
+            *(
+                (_address(work_counter(q.device, torch.cuda.current_stream(q.device))),)
+                if self.dynamic_schedule
+                else ()
+            ),
         )
         import cupy
 
@@ -483,6 +492,23 @@ class AttentionKernel:
                 self.source, arch, entry, device_index, 0, label=self.chapter, instances=self.instances
             )
         return self._loaded[key]
+
+
+# Dynamic-schedule chapters: one int32 counter of work taken per (device, stream), zero between launches (each
+# launch's last ask for work resets it). Launches on one stream run one after the other, so they share it; a
+# launch on another stream has its own. A launch captured into a CUDA graph gets a counter of its own, zeroed
+# in the graph, since memory allocated while capturing belongs to the graph.
+_work_counters: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def work_counter(device: torch.device, stream: torch.cuda.Stream) -> torch.Tensor:
+    """The work counter a dynamic-schedule launch on ``stream`` reads and resets."""
+    if torch.cuda.is_current_stream_capturing():
+        return torch.zeros(1, dtype=torch.int32, device=device)
+    key = (device.index, stream.cuda_stream)
+    if key not in _work_counters:
+        _work_counters[key] = torch.zeros(1, dtype=torch.int32, device=device)
+    return _work_counters[key]
 
 
 def _address(tensor: torch.Tensor | None) -> np.uint64:

@@ -113,6 +113,21 @@ record() {
         python runner.py profile 16 17 18 cudnn --batch 8 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 32768 --json results/profile_decode_8x32768.json \
             >results/profile_decode_8x32768.txt
         ;;
+    sanitizer_k19.txt) sanitize 19 >results/sanitizer_k19.txt ;;
+    dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
+        python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
+        python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"
+        python runner.py --kernels 16,18,19 --rounds 5 --causal --json "$TMP/dynamic_causal.json"
+        merge results/dynamic_schedule.json "$TMP"/dynamic_{16384,headline,causal}.json
+        ;;
+    profile_k18_k19_16384.json)
+        python runner.py profile 18 19 --seq-len 16384 --json results/profile_k18_k19_16384.json \
+            >results/profile_k18_k19_16384.txt
+        ;;
+    profile_decode_128x2048.json)
+        python runner.py profile 18 19 cudnn --batch 128 --seq-len 1 --heads 16 --kv-len 2048 --json results/profile_decode_128x2048.json \
+            >results/profile_decode_128x2048.txt
+        ;;
     qwen3_generation.json) python -m examples.qwen3_generation --json results/qwen3_generation.json ;;
     *)
         echo "record_results: no recipe for results/$1" >&2

@@ -252,3 +252,19 @@ def test_each_kind_of_file_is_on_the_page_once_in_order(results):
     assert "- command: `python runner.py profile 3 fa2`" in text
     assert "](../results/notes.txt): what the notes hold" in text
     assert "](../results/profile_k03_fa2.txt): the table of `results/profile_k03_fa2.json`" in text
+
+
+def test_runs_snippet_has_a_row_per_shape_with_the_last_step(tmp_path):
+    """Each run of the file is one row: every chapter's TFLOP/s, the last chapter's step, cuDNN's TFLOP/s."""
+    times = {"torch cuDNN": [2.0, 2.0, 2.0], "k02_cp_async": [4.0, 4.0, 4.0], "k03_ldmatrix": [2.0, 2.0, 4.0]}
+    saved(tmp_path / "full.json", False, times)
+    saved(tmp_path / "causal.json", True, {**times, "k03_ldmatrix": [8.0, 8.0, 8.0]})
+    runs = [json.loads((tmp_path / name).read_text())[0] for name in ("full.json", "causal.json")]
+    (tmp_path / "pair.json").write_text(json.dumps(runs))
+    page = "<!-- results:runs-pair:start -->\n<!-- results:runs-pair:end -->\n"
+    body = between(make_results.fill_snippets(page, tmp_path, "page.md"), "runs-pair")
+    lines = [line for line in body.splitlines() if line.startswith("| 1 × 64")]
+    assert len(lines) == 2 and ", causal" in lines[1] and ", causal" not in lines[0]
+    assert "2.00× [1.00–2.00], within noise" in lines[0]  # per round 4/2, 4/2, 4/4: one round level
+    assert "0.50× [0.50–0.50], slower" in lines[1]
+    assert "k02_cp_async TFLOP/s" in body and "results/pair.json" in body

@@ -2,9 +2,10 @@
 K/V stages go round many times, and a pair's middle tile may stand alone."""
 
 import pytest
+import torch
 
 from kernels import DTYPES
-from kernels.launch import gpu_arch
+from kernels.launch import gpu_arch, work_counter
 from tests.helpers import CHAPTERS, check_chapter, random_qkv, requires_gpu
 
 pytestmark = requires_gpu
@@ -38,3 +39,21 @@ def test_grouped_heads_across_pairs(chapter):
     """Query heads that share a K/V head fall in different pairs, and the K/V copies follow each pair's head."""
     q, k, v = random_qkv(2, 700, 32, DTYPES["bf16"], seed=7, seq_len_k=900, kv_heads=4)
     check_chapter(chapter, q, k, v, True)
+
+
+DYNAMIC = [c for c in PERSISTENT if c.kernel.dynamic_schedule]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_a_dynamic_schedule_leaves_its_counter_at_zero(causal):
+    """Blocks take pairs from a counter; the last ask of a launch resets it, so launch after launch on one stream
+    each starts from the first pair and gives the same output, and the counter reads 0 after each."""
+    assert DYNAMIC, "no chapter takes its work from a counter"
+    q, k, v = random_qkv(3, 1000, 48, DTYPES["bf16"], seed=11)
+    for chapter in DYNAMIC:
+        first = chapter.attention(q, k, v, causal=causal)
+        for _ in range(3):
+            assert torch.equal(chapter.attention(q, k, v, causal=causal), first), chapter.name
+        counter = work_counter(q.device, torch.cuda.current_stream(q.device))
+        assert counter.item() == 0, chapter.name
+        check_chapter(chapter, q, k, v, causal)

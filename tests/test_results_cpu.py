@@ -20,19 +20,6 @@ RESULTS = ROOT / "results"
 RECORD = ROOT / "scripts" / "record_results.sh"
 JSON_FILES = sorted(RESULTS.glob("*.json"))
 
-# Recorded before a run saved the sha256 of the sources it measured: nothing says whether their kernels are still
-# today's. Re-record one with scripts/record_results.sh and take it off this list.
-KNOWN_STALE = {
-    "fa4_k14_to_k16.json": "recorded before runs saved their sources",
-    "peak.json": "recorded before `runner.py peak` saved the sources of peak/",
-    "profile_k02_to_k04.json": "recorded before profiles saved their sources",
-    "profile_k14_to_k16_16384.json": "recorded before profiles saved their sources",
-    "profile_k15_cudnn.json": "recorded before profiles saved their sources",
-    "profile_k16_fa4.json": "recorded before profiles saved their sources",
-    "sweep.json": "recorded before runs saved their sources",
-    "sweep_causal.json": "recorded before runs saved their sources",
-}
-
 
 def records(path: Path) -> list[dict]:
     """Each measurement a file holds with what it ran on: a run's environment, a profile or peak's own record."""
@@ -51,19 +38,10 @@ def recorded_sources(path: Path) -> list[dict[str, str]]:
 def test_recorded_sources_are_todays(path):
     """A file that saved the sha256 of the kernels it measured still describes the kernels in the tree."""
     saved = recorded_sources(path)
-    if path.name in KNOWN_STALE:
-        assert not saved, f"{path.name} records its sources now: take it off KNOWN_STALE"
-        return
     assert saved and len(saved) == len(records(path)), f"{path.name} does not record the sources it measured"
     for sources in saved:
         assert sources, f"{path.name}: a measurement with no kernel source"
         assert not changed_sources(sources), f"{path.name} is stale: {changed_sources(sources)}; re-record it"
-
-
-def test_known_stale_files_exist():
-    """The list names files that are there, each with its reason, so it shrinks as they are re-recorded."""
-    for name, reason in KNOWN_STALE.items():
-        assert (RESULTS / name).is_file() and reason, name
 
 
 def test_a_changed_kernel_is_caught(tmp_path):
