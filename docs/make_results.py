@@ -44,6 +44,7 @@ from kernels.tools.tables import (  # noqa: E402
     reference_row,
     steps,
 )
+from reference import FA4  # noqa: E402
 
 DOCS = ROOT / "docs"
 LADDER_MARKERS = ("<!-- ladder:start -->", "<!-- ladder:end -->")
@@ -136,6 +137,7 @@ RUN_TITLES = {
     "sweep_causal.json": "Sequence-length sweep, causal",
     "sweep_k16.json": "Sequence-length sweep, chapters 14-16",
     "sweep_causal_k16.json": "Sequence-length sweep, chapters 14-16, causal",
+    "dynamic_schedule.json": "Chapter 19 beside 16 and 18: 16,384 keys, the headline shape, causal",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 # What a text file holds, for its link; another .txt is described by its first line.
@@ -148,6 +150,8 @@ TEXT_FILES = {
     "sanitizer.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 7-16 (`scripts/sanitize.py`)",
     "sanitizer_k17_k18.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 17 and 18, with a "
     "decode shape (`scripts/sanitize.py 17 18`)",
+    "sanitizer_k19.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 19, with a decode shape "
+    "(`scripts/sanitize.py 19`)",
 }
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
 DECODE_INTRO = (
@@ -427,7 +431,8 @@ def decode_snippet(number: str, results: Path) -> str:
 
 def runs_snippet(name: str, results: Path) -> str:
     """Every run of results/NAME.json, one row per shape: each chapter's TFLOP/s [min–max], the last chapter's step
-    over the one before it, and cuDNN's TFLOP/s."""
+    over the one before it, cuDNN's TFLOP/s, and where the runs have FlashAttention-4, its TFLOP/s and the last
+    chapter's rate over its rate."""
     path = results / f"{name}.json"
     if not path.exists():
         raise MissingResults(f"no results/{path.name} yet")
@@ -435,26 +440,32 @@ def runs_snippet(name: str, results: Path) -> str:
     names = [row.name for row in runs[0].rows if row.kind == "chapter"]
     if len(names) < 2:
         raise MissingResults(f"results/{path.name} holds fewer than two chapters")
+    # FlashAttention-4's row, where every run has one: its rate, and the last chapter's per-round ratio to it.
+    with_fa4 = all(any(row.name == FA4 for row in run.rows) for run in runs)
     lines = []
     for run in runs:
         by_name = {row.name: row for row in run.rows}
         if any(n not in by_name for n in [*names, "torch cuDNN"]):
             raise MissingResults(f"a run of results/{path.name} lacks one of {', '.join(names)} or torch cuDNN")
         shape = run.shape
-        lines.append(
-            [
-                f"{shape['batch']} × {shape['seq_len']:,}{', causal' if shape['causal'] else ''}",
-                *(format_spread(by_name[n].tflops_spread, run.rounds) for n in names),
-                step_text(run, names[-1]),
-                format_spread(by_name["torch cuDNN"].tflops_spread, run.rounds),
-            ]
-        )
+        cells = [
+            f"{shape['batch']} × {shape['seq_len']:,}{', causal' if shape['causal'] else ''}",
+            *(format_spread(by_name[n].tflops_spread, run.rounds) for n in names),
+            step_text(run, names[-1]),
+            format_spread(by_name["torch cuDNN"].tflops_spread, run.rounds),
+        ]
+        if with_fa4:
+            ratio = ratio_spread(by_name[FA4].round_ms, by_name[names[-1]].round_ms)
+            cells += [format_spread(by_name[FA4].tflops_spread, run.rounds), format_spread(ratio, run.rounds, 2, "×")]
+        lines.append(cells)
     headers = ["batch × seq_len", *(f"{n} TFLOP/s" for n in names), "step", "cuDNN TFLOP/s"]
+    headers += ["FA4 TFLOP/s", f"{names[-1]} ÷ FA4"] if with_fa4 else []
     run = runs[0]
+    fa4_words = f", and so is {names[-1]} ÷ FA4 (FlashAttention-4)" if with_fa4 else ""
     return (
         f"{markdown(headers, lines)}\n\nHeads {run.shape['heads']}, head_dim {run.shape['head_dim']}, "
         f"{run.shape['dtype']}, on {run.environment.get('device', '?')}: {rounds_words(run)}; the step is "
-        f"{names[-1]} over {names[-2]}, the median of per-round ratios. From results/{path.name} "
+        f"{names[-1]} over {names[-2]}, the median of per-round ratios{fa4_words}. From results/{path.name} "
         f"(`scripts/record_results.sh {path.name}`, which runs each shape in turn)."
     )
 

@@ -55,8 +55,8 @@ def tensor_map(tensor: torch.Tensor, box_rows: int, box_cols: int, *, box_heads:
 
 
 # A map depends on the address, the shape and the box alone, not on the values, and encoding one through
-# cuda-bindings costs the CPU about as long as a decode step's kernel runs: the maps of tensors seen before are
-# kept (a model passes the same KV cache at every step; the ladder times the same inputs again and again).
+# cuda-bindings is Python work on the host at every call, which shows beside a decode step's short kernel: the
+# maps of tensors seen before are kept (a model passes the same KV cache at every step).
 @functools.lru_cache(maxsize=256)
 def _encoded(address: int, shape: tuple[int, ...], dtype: torch.dtype, box_rows: int, box_cols: int, box_heads: int):
     driver = cuda_driver()

@@ -6,8 +6,9 @@
 #   scripts/record_results.sh headline.json causal.json      # some of them
 #   PYTHON=python3 scripts/record_results.sh peak.json        # another interpreter
 #
-# A new run records the sha256 of every kernel source it measured (environment.sources), so
-# tests/test_results_cpu.py can tell when a file no longer describes the kernels in the tree.
+# A new run records the sha256 of every kernel source it measured (environment.sources; a text file, a
+# "# sources:" line from kernels/tools/sources.py), so tests/test_results_cpu.py can tell when a file no longer
+# describes the kernels in the tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
@@ -27,6 +28,7 @@ open(sys.argv[1], "w").write(json.dumps(runs, indent=1) + "\n")' "$file" "$@"
 # sanitize LABEL CHAPTERS...: compute-sanitizer's three tools on chapters at a ragged shape (scripts/sanitize.py).
 sanitize() {
     echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full, and decoding (scripts/sanitize.py)"
+    python -m kernels.tools.sources "$@"
     for tool in memcheck racecheck synccheck; do
         echo "## $tool: compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 1 python scripts/sanitize.py $*"
         compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 1 "$PYTHON" scripts/sanitize.py "$@" 2>&1
@@ -50,6 +52,13 @@ record() {
         python runner.py --kernels 14,15,16 --rounds 5 --batch 64 --seq-len 1024 --json "$TMP/fa4_1024.json"
         python runner.py --kernels 14,15,16 --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/fa4_16384.json"
         merge results/fa4_k14_to_k16.json "$TMP"/fa4_{headline,causal,1024,16384}.json
+        ;;
+    fa4_k16_k19.json) # FlashAttention-4 beside chapters 16 and 19 at the same four shapes, for the ratio to it
+        python runner.py --kernels 16,19 --rounds 5 --json "$TMP/fa4_headline.json"
+        python runner.py --kernels 16,19 --rounds 5 --causal --json "$TMP/fa4_causal.json"
+        python runner.py --kernels 16,19 --rounds 5 --batch 64 --seq-len 1024 --json "$TMP/fa4_1024.json"
+        python runner.py --kernels 16,19 --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/fa4_16384.json"
+        merge results/fa4_k16_k19.json "$TMP"/fa4_{headline,causal,1024,16384}.json
         ;;
     decode.json) python runner.py decode --rounds 5 --json results/decode.json ;;
     sweep.json) python runner.py --seq-len 1024,16384 --kernels 5,8,10,11,12,13,14,15 --rounds 5 --json results/sweep.json ;;
@@ -78,6 +87,7 @@ record() {
     profile_k05_to_k09.txt)
         {
             echo "# Nsight Compute, batch 16, seq 4096, 16 heads, bf16 (python runner.py profile 5 / 6 / 7 / 8 / 9)"
+            python -m kernels.tools.sources 5 6 7 8 9
             for chapter in 5 6 7 8 9; do python runner.py profile "$chapter"; done
         } >results/profile_k05_to_k09.txt
         ;;
@@ -96,11 +106,12 @@ record() {
         python runner.py profile 16 cudnn --json results/profile_k16_cudnn.json >results/profile_k16_cudnn.txt
         ;;
     profile_k16_fa4.json) python runner.py profile 16 fa4 --json results/profile_k16_fa4.json ;;
-    qwen3_attention.txt) python -m examples.qwen3_attention >results/qwen3_attention.txt ;;
+    qwen3_attention.txt) { python -m kernels.tools.sources op && python -m examples.qwen3_attention; } >results/qwen3_attention.txt ;;
     qwen3_attention_repeats.txt)
         {
             echo "# The Qwen3 example run four times in a row, twice on the op's default chapter (16) and twice on"
             echo "# chapter 15; the last lines of each run's table."
+            python -m kernels.tools.sources op 15
             for _ in 1 2; do
                 python -m examples.qwen3_attention | tail -7
                 python -m examples.qwen3_attention --chapter 15 | tail -3

@@ -268,3 +268,19 @@ def test_runs_snippet_has_a_row_per_shape_with_the_last_step(tmp_path):
     assert "2.00× [1.00–2.00], within noise" in lines[0]  # per round 4/2, 4/2, 4/4: one round level
     assert "0.50× [0.50–0.50], slower" in lines[1]
     assert "k02_cp_async TFLOP/s" in body and "results/pair.json" in body
+
+
+def test_runs_snippet_adds_flashattention4_and_the_ratio_to_it(tmp_path):
+    """Where every run has FlashAttention-4, the snippet shows its rate and the last chapter's per-round ratio."""
+    times = {
+        "torch cuDNN": [2.0, 2.0],
+        "flash-attn-4": [1.0, 2.0],
+        "k02_cp_async": [4.0, 4.0],
+        "k03_ldmatrix": [2.0, 2.0],
+    }
+    saved(tmp_path / "with_fa4.json", False, times)
+    page = "<!-- results:runs-with_fa4:start -->\n<!-- results:runs-with_fa4:end -->\n"
+    body = between(make_results.fill_snippets(page, tmp_path, "page.md"), "runs-with_fa4")
+    assert "| FA4 TFLOP/s" in body and "k03_ldmatrix ÷ FA4" in body
+    [line] = [line for line in body.splitlines() if line.startswith("| 1 × 64")]
+    assert line.rstrip(" |").endswith("0.75× [0.50–1.00]")  # per round 1/2, 2/2

@@ -4,6 +4,7 @@ project, so that a results file says whether the kernel it timed is still the on
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,3 +38,35 @@ def changed_sources(recorded: dict[str, str], root: Path = ROOT) -> list[str]:
         elif source_hash(path) != digest:
             changed.append(f"{key} (changed since it was measured)")
     return changed
+
+
+SOURCES_LINE = "# sources: "  # how a text file in results/ records the kernels it ran, as one line of JSON
+
+
+def sources_line(tokens: list[str]) -> str:
+    """The line a text result starts with: the sha256 of each chapter named (by number or slug; "op": the chapter
+    the op runs on this GPU), e.g. ``# sources: {"k19_dynamic_schedule/flash_attention.cu": "sha256:…"}``."""
+    from kernels.chapters import chapters, select
+    from kernels.op import chapter_for
+
+    picked = []
+    for token in tokens:
+        if token == "op":
+            import torch
+
+            picked.append(chapter_for(torch.cuda.current_device()))
+        else:
+            picked += select(chapters(), token)
+    return SOURCES_LINE + json.dumps(source_hashes(chapter.kernel.source for chapter in picked))
+
+
+def recorded_in_text(text: str) -> dict[str, str] | None:
+    """The sources a text result recorded (merged over its sources lines), or None if it recorded none."""
+    found = [json.loads(line.removeprefix(SOURCES_LINE)) for line in text.splitlines() if line.startswith(SOURCES_LINE)]
+    return {key: digest for sources in found for key, digest in sources.items()} if found else None
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(sources_line(sys.argv[1:]))
