@@ -153,6 +153,7 @@ TEXT_FILES = {
     "sanitizer_k19.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 19, with a decode shape "
     "(`scripts/sanitize.py 19`)",
 }
+CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
 DECODE_INTRO = (
     "`python runner.py decode`: one new query row per sequence attends to its KV cache, with grouped-query heads, as "
@@ -404,9 +405,9 @@ def decode_snippet(number: str, results: Path) -> str:
     lines = []
     for run in runs:
         by_name = {row.name: row for row in run.rows}
-        cudnn = by_name.get("torch cuDNN")
+        cudnn = by_name.get(CUDNN)
         if before not in by_name or name not in by_name or cudnn is None:
-            raise MissingResults(f"a run of results/{DECODE_FILE} lacks {before}, {name} or torch cuDNN")
+            raise MissingResults(f"a run of results/{DECODE_FILE} lacks {before}, {name} or {CUDNN}")
         shape = run.shape
         ratio = ratio_spread(cudnn.round_ms, by_name[name].round_ms)
         lines.append(
@@ -445,14 +446,14 @@ def runs_snippet(name: str, results: Path) -> str:
     lines = []
     for run in runs:
         by_name = {row.name: row for row in run.rows}
-        if any(n not in by_name for n in [*names, "torch cuDNN"]):
-            raise MissingResults(f"a run of results/{path.name} lacks one of {', '.join(names)} or torch cuDNN")
+        if any(n not in by_name for n in [*names, CUDNN]):
+            raise MissingResults(f"a run of results/{path.name} lacks one of {', '.join(names)} or {CUDNN}")
         shape = run.shape
         cells = [
             f"{shape['batch']} × {shape['seq_len']:,}{', causal' if shape['causal'] else ''}",
             *(format_spread(by_name[n].tflops_spread, run.rounds) for n in names),
             step_text(run, names[-1]),
-            format_spread(by_name["torch cuDNN"].tflops_spread, run.rounds),
+            format_spread(by_name[CUDNN].tflops_spread, run.rounds),
         ]
         if with_fa4:
             ratio = ratio_spread(by_name[FA4].round_ms, by_name[names[-1]].round_ms)

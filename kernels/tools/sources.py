@@ -44,19 +44,19 @@ SOURCES_LINE = "# sources: "  # how a text file in results/ records the kernels 
 
 
 def sources_line(tokens: list[str]) -> str:
-    """The line a text result starts with: the sha256 of each chapter named (by number or slug; "op": the chapter
-    the op runs on this GPU), e.g. ``# sources: {"k19_dynamic_schedule/flash_attention.cu": "sha256:…"}``."""
+    """The line a text result records above its tool's output: the sha256 of each chapter named (by number or slug;
+    "op": the chapter the op runs on this GPU), e.g. ``# sources: {"k19_dynamic_schedule/flash_attention.cu": …}``."""
     from kernels.chapters import chapters, select
     from kernels.op import chapter_for
 
-    picked = []
+    ladder, picked = chapters(), []
     for token in tokens:
         if token == "op":
             import torch
 
             picked.append(chapter_for(torch.cuda.current_device()))
         else:
-            picked += select(chapters(), token)
+            picked += select(ladder, token)
     return SOURCES_LINE + json.dumps(source_hashes(chapter.kernel.source for chapter in picked))
 
 
