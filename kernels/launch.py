@@ -497,7 +497,9 @@ class AttentionKernel:
 # Dynamic-schedule chapters: one int32 counter of work taken per (device, stream), zero between launches (each
 # launch's last ask for work resets it). Launches on one stream run one after the other, so they share it; a
 # launch on another stream has its own. A launch captured into a CUDA graph gets a counter of its own, zeroed
-# in the graph, since memory allocated while capturing belongs to the graph.
+# in the graph, since memory allocated while capturing belongs to the graph. The shared counters live outside
+# torch's allocator: one first made while torch allocates into a graph's private pool (torch.compile's
+# "reduce-overhead" warms up that way) would be a live tensor in that pool that the graph does not own.
 _work_counters: dict[tuple[int, int], torch.Tensor] = {}
 
 
@@ -507,7 +509,11 @@ def work_counter(device: torch.device, stream: torch.cuda.Stream) -> torch.Tenso
         return torch.zeros(1, dtype=torch.int32, device=device)
     key = (device.index, stream.cuda_stream)
     if key not in _work_counters:
-        _work_counters[key] = torch.zeros(1, dtype=torch.int32, device=device)
+        import cupy
+
+        with cupy.cuda.Device(device.index):
+            memory = cupy.empty(1, dtype=cupy.int32)  # from CuPy's pool, not torch's
+        _work_counters[key] = torch.as_tensor(memory, device=device).zero_()  # zeroed on the launch's stream
     return _work_counters[key]
 
 
