@@ -45,16 +45,6 @@ def test_recorded_sources_are_todays(path):
 
 
 TEXT_FILES = sorted(RESULTS.glob("*.txt"))
-# Text results written before their recipes recorded the kernels' sources: whether they still describe today's
-# kernels is unknown. Re-record one with scripts/record_results.sh and take it off this list.
-TEXT_WITHOUT_SOURCES = {
-    "profile_k05_to_k09.txt": "chapters 5-9 under Nsight Compute, before the recipe recorded their sources",
-    "qwen3_attention.txt": "the Qwen3 layer on the op, before the recipe recorded its chapter's source",
-    "qwen3_attention_repeats.txt": "the Qwen3 layer four times, before the recipe recorded the chapters' sources",
-    "sanitizer.txt": "compute-sanitizer on chapters 7-16, before the recipe recorded their sources",
-    "sanitizer_k17_k18.txt": "compute-sanitizer on chapters 17 and 18, before the recipe recorded their sources",
-    "sanitizer_k19.txt": "compute-sanitizer on chapter 19, before the recipe recorded its source",
-}
 
 
 @pytest.mark.parametrize("path", TEXT_FILES, ids=[path.name for path in TEXT_FILES])
@@ -64,17 +54,8 @@ def test_a_text_result_records_todays_sources(path):
     if path.with_suffix(".json").exists():
         return
     recorded = recorded_in_text(path.read_text())
-    if path.name in TEXT_WITHOUT_SOURCES:
-        assert recorded is None, f"{path.name} records its sources now: take it off TEXT_WITHOUT_SOURCES"
-        return
     assert recorded, f"{path.name} records no sources: its recipe prints python -m kernels.tools.sources first"
     assert not changed_sources(recorded), f"{path.name} is stale: {changed_sources(recorded)}; re-record it"
-
-
-def test_text_files_without_sources_exist():
-    """The list names files that are there, so it shrinks as they are re-recorded."""
-    for name, reason in TEXT_WITHOUT_SOURCES.items():
-        assert (RESULTS / name).is_file() and reason, name
 
 
 def test_a_sources_line_reads_back_and_catches_a_changed_kernel(tmp_path):
