@@ -1,5 +1,5 @@
 """Write docs/results.md, the ladder table in README.md, the reading list in docs/README.md and the results
-snippets in the chapter pages, from the saved runs in results/.
+snippets in the pages and README.md, from the saved runs in results/.
 
     python docs/make_results.py
 
@@ -138,6 +138,7 @@ RUN_TITLES = {
     "sweep_k16.json": "Sequence-length sweep, chapters 14-16",
     "sweep_causal_k16.json": "Sequence-length sweep, chapters 14-16, causal",
     "dynamic_schedule.json": "Chapter 19 beside 16 and 18: 16,384 keys, the headline shape, causal",
+    "fa4_k16_k19.json": "FlashAttention-4 beside chapters 16 and 19 (4,096 keys, full and causal; 1,024; 16,384)",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 # What a text file holds, for its link; another .txt is described by its first line.
@@ -146,7 +147,8 @@ TEXT_FILES = {
     "records no hash of the sources it measured",
     "qwen3_attention.txt": "`python -m examples.qwen3_attention`: a Qwen3 attention layer on torch's backends and "
     "the op, prefill and chunked",
-    "qwen3_attention_repeats.txt": "the Qwen3 example four times in a row, twice on chapter 16 and twice on chapter 15",
+    "qwen3_attention_repeats.txt": "the Qwen3 example four times in a row, twice on the op's default chapter and "
+    "twice on chapter 15",
     "sanitizer.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 7-16 (`scripts/sanitize.py`)",
     "sanitizer_k17_k18.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 17 and 18, with a "
     "decode shape (`scripts/sanitize.py 17 18`)",
@@ -531,7 +533,7 @@ def rewrite(path: Path, edit: Callable[[str], str], stub: str | None = None) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description="Regenerate docs/results.md, the tables in the READMEs and the results snippets in docs/*.md."
+        description="Regenerate docs/results.md, the tables in the READMEs and the results snippets in the pages."
     )
     parser.add_argument("--results", type=Path, default=ROOT / "results", help="folder with the saved runs")
     args = parser.parse_args()
@@ -545,7 +547,11 @@ def main() -> None:
     readme = ROOT / "README.md"
     rewrite(
         readme,
-        lambda text: replace_between(text, LADDER_MARKERS, ladder_block(headline[0], args.results), readme),
+        lambda text: fill_snippets(
+            replace_between(text, LADDER_MARKERS, ladder_block(headline[0], args.results), readme),
+            args.results,
+            readme.name,
+        ),
         README_STUB.format(start=LADDER_MARKERS[0], end=LADDER_MARKERS[1]),
     )
     reading = DOCS / "README.md"

@@ -109,7 +109,7 @@ record() {
     qwen3_attention.txt) { python -m kernels.tools.sources op && python -m examples.qwen3_attention; } >results/qwen3_attention.txt ;;
     qwen3_attention_repeats.txt)
         {
-            echo "# The Qwen3 example run four times in a row, twice on the op's default chapter (16) and twice on"
+            echo "# The Qwen3 example run four times in a row, twice on the op's default chapter and twice on"
             echo "# chapter 15; the last lines of each run's table."
             python -m kernels.tools.sources op 15
             for _ in 1 2; do
