@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kernels.tools.runs import Run, shape_title
 
-BARS_PER_ROW = 9  # two rows for up to eighteen chapters, each legible at a page's width
+BARS_PER_ROW = 9  # two rows for up to eighteen chapters, three for more: each legible at a page's width
 
 
 def plot_ladder(run: Run, path: Path) -> None:
