@@ -143,8 +143,9 @@ RUN_TITLES = {
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 # What a text file holds, for its link; another .txt is described by its first line.
 TEXT_FILES = {
-    "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9, one `runner.py profile` per chapter, as text: it "
-    "records no hash of the sources it measured",
+    "loop_anatomy_k16_k19_fa4.txt": "one tile of the tile loops of chapters 16 and 19 and of FlashAttention-4, in "
+    "their SASS (`python -m kernels.tools.loop_anatomy`)",
+    "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9, one `runner.py profile` per chapter, as text",
     "qwen3_attention.txt": "`python -m examples.qwen3_attention`: a Qwen3 attention layer on torch's backends and "
     "the op, prefill and chunked",
     "qwen3_attention_repeats.txt": "the Qwen3 example four times in a row, twice on the op's default chapter and "

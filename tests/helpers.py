@@ -19,6 +19,7 @@ from kernels import chapters
 from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.launch import kernel_constants
 from kernels.tools.ablations import ablations, is_variant
+from kernels.tools.loop_anatomy import ADDRESS, BRANCH  # noqa: F401  (the tests read SASS with them)
 from kernels.tools.sass import disassemble, opcodes
 from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
 
@@ -117,10 +118,6 @@ def total(counts: Counter, prefix: str) -> int:
 def deepest_wait(sass: str) -> int:
     """The largest N of cp.async.wait_group N (SASS: DEPBAR.LE SB0, N): how many copy groups stay in flight."""
     return max(int(n, 16) for n in re.findall(r"DEPBAR\.LE SB0, (0x[0-9a-f]+)", sass))
-
-
-BRANCH = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?BRA(?:\.\w+)* (0x[0-9a-f]+)")
-ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
 
 
 def tile_loop(sass: str) -> Counter:

@@ -15,9 +15,10 @@ from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.launch import AttentionKernel
 from kernels.tma import TensorMapError, tensor_map
 from kernels.tma import _encoded as encoded_maps
+from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
 from kernels.tools.sass import disassemble, opcodes, resource_usage
-from tests.helpers import ADDRESS, BRANCH, CHAPTERS, sass_text, source_constant, total
+from tests.helpers import CHAPTERS, sass_text, source_constant, total
 
 by_number = {c.number: c for c in CHAPTERS}
 REGISTER_FILE = 65536  # 32-bit registers per SM, shared by the threads of its blocks
@@ -30,26 +31,6 @@ def mnemonics(counts: Counter) -> Counter:
     for opcode, n in counts.items():
         grouped[mnemonic(opcode)] += n
     return grouped
-
-
-def wgmma_loop_lines(sass: str, products: int | None = None) -> list[str]:
-    """The SASS lines of the tile loop: the shortest backward branch around the most HGMMA (or exactly ``products``
-    of them, for a loop nested in another), from its target to the branch.
-
-    Only branches before the last EXIT count: ptxas moves the retry of an mbarrier wait out of line, past the
-    end of the kernel, and branches back from there into the loop. Not every HGMMA is in the loop either:
-    kernel 14 issues tile 0's S before its loop and the last P V after it, and kernel 15 runs kernel 14's tile
-    loop inside its loop over query tiles.
-    """
-    addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
-    hgmma = [address for address, line in addressed if "HGMMA" in line]
-    last_exit = max(address for address, line in addressed if re.search(r"\bEXIT\b", line))
-    loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
-    loops = [(start, end) for start, end in loops if start < end <= last_exit]
-    inside = {loop: sum(loop[0] <= address <= loop[1] for address in hgmma) for loop in loops}
-    wanted = max(inside.values()) if products is None else products
-    start, end = min((loop for loop in loops if inside[loop] == wanted), key=lambda loop: loop[1] - loop[0])
-    return [line for address, line in addressed if start <= address <= end]
 
 
 def wgmma_loop(sass: str, products: int | None = None) -> Counter:
