@@ -19,7 +19,7 @@ from kernels import chapters
 from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.launch import kernel_constants
 from kernels.tools.ablations import ablations, is_variant
-from kernels.tools.loop_anatomy import ADDRESS, BRANCH  # noqa: F401  (the tests read SASS with them)
+from kernels.tools.loop_anatomy import BRANCH, addressed
 from kernels.tools.sass import disassemble, opcodes
 from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
 
@@ -124,8 +124,7 @@ def tile_loop(sass: str) -> Counter:
     """Opcodes of the tile loop: from the target of the longest backward branch to that branch."""
     loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass) if int(target, 16) < int(at, 16)]
     start, end = max(loops, key=lambda loop: loop[1] - loop[0])
-    addressed = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
-    return opcodes("\n".join(line for address, line in addressed if start <= address <= end))
+    return opcodes("\n".join(line for address, line in addressed(sass) if start <= address <= end))
 
 
 # ---------------------------------------------------------------------------------------------------

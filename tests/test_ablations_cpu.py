@@ -13,7 +13,7 @@ from kernels import chapters
 from kernels.build import ALL_INSTANCES, compile_nvrtc, nvrtc_version
 from kernels.tools.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
 from kernels.tools.sass import disassemble, resource_usage
-from tests.helpers import ADDRESS, BRANCH, changed, deepest_wait, sass_text, tile_loop, total
+from tests.helpers import BRANCH, addressed, changed, deepest_wait, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
 LADDER = {c.name: c for c in chapters()}
@@ -193,7 +193,7 @@ def test_ch07_kernel6_addressing_at_128_keys_spends_more_on_addresses():
 def steady_loop(sass: str) -> list[str]:
     """The instructions of the tile loop that issues both products (the loop with 16 HGMMA), in order: unlike
     tests/helpers.py's tile_loop, not the longest loop, which in a persistent kernel is the one over query tiles."""
-    lines = [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
+    lines = addressed(sass)
     for at, target in BRANCH.findall(sass):
         start, end = int(target, 16), int(at, 16)
         body = [line for address, line in lines if start <= address <= end]

@@ -23,10 +23,9 @@ from kernels.tools.peak import (
     save_peak,
 )
 from kernels.tools.sass import disassemble, opcodes, resource_usage
-from tests.helpers import assert_one_line_error, hide_gpu, run_command
+from tests.helpers import addressed, assert_one_line_error, hide_gpu, run_command
 
 BUILDS = [(source, arch) for source in SOURCES for arch in source.build_archs()]
-ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
 BRANCH_TARGET = re.compile(r"\bBRA\s+(?:\S+\s+)?0x([0-9a-f]+)")
 
 
@@ -39,7 +38,7 @@ def sass_of(source, arch):
 
 def loops(sass):
     """The instructions of each loop: from a backward branch's target up to that branch."""
-    lines = [(int(match.group(1), 16), line) for line in sass.splitlines() if (match := ADDRESS.search(line))]
+    lines = addressed(sass)
     found = []
     for address, line in lines:
         branch = BRANCH_TARGET.search(line)
