@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from kernels import chapters
-from kernels.build import ALL_INSTANCES, compile_nvrtc
+from kernels.build import ALL_INSTANCES
 from kernels.launch import kernel_constants
 from kernels.tools.ablations import ablations, is_variant
 from kernels.tools.loop_anatomy import BRANCH, addressed
-from kernels.tools.sass import disassemble, opcodes
+from kernels.tools.sass import instance_sass, opcodes
 from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,10 +104,10 @@ def source_constant(kernel, name: str) -> int | None:
 
 
 @functools.cache
-def sass_text(kernel) -> str:
-    """SASS of the kernel's bf16, non-causal instance for an sm_90 GPU (sm_90a for the Hopper chapters)."""
-    cubin = compile_nvrtc(kernel.source, kernel.kernel.build_arch("sm_90"))
-    return disassemble(cubin)[cubin.lowered_names[ALL_INSTANCES[0]]]
+def sass_text(kernel, instance: str = ALL_INSTANCES[0]) -> str:
+    """SASS of a chapter's or variant's instance (by default bf16, not causal) for an sm_90 GPU (sm_90a for the
+    Hopper chapters)."""
+    return instance_sass(kernel.kernel, instance)
 
 
 def total(counts: Counter, prefix: str) -> int:

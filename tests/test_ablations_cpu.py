@@ -12,8 +12,9 @@ import pytest
 from kernels import chapters
 from kernels.build import ALL_INSTANCES, compile_nvrtc, nvrtc_version
 from kernels.tools.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
-from kernels.tools.sass import disassemble, resource_usage
-from tests.helpers import BRANCH, addressed, changed, deepest_wait, sass_text, tile_loop, total
+from kernels.tools.loop_anatomy import PRODUCTS_PER_TILE, tile_loop_lines
+from kernels.tools.sass import resource_usage
+from tests.helpers import changed, deepest_wait, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
 LADDER = {c.name: c for c in chapters()}
@@ -190,23 +191,11 @@ def test_ch07_kernel6_addressing_at_128_keys_spends_more_on_addresses():
     assert address_arithmetic("k06_kv128") > address_arithmetic("k08_kv128")
 
 
-def steady_loop(sass: str) -> list[str]:
-    """The instructions of the tile loop that issues both products (the loop with 16 HGMMA), in order: unlike
-    tests/helpers.py's tile_loop, not the longest loop, which in a persistent kernel is the one over query tiles."""
-    lines = addressed(sass)
-    for at, target in BRANCH.findall(sass):
-        start, end = int(target, 16), int(at, 16)
-        body = [line for address, line in lines if start <= address <= end]
-        if start < end and sum("HGMMA" in line for line in body) == 16:
-            return body
-    raise AssertionError("no tile loop with 16 HGMMA")
-
-
 def exponentials_between_the_waits(name: str, instance: str) -> tuple[int, int]:
     """In the tile loop: the MUFU.EX2 between the wait for S (DEPBAR.LE gsb0, 0x1) and the wait for P V (0x0), and
-    all of them."""
-    cubin = compile_nvrtc(CONTENDERS[name].source, "sm_90a")
-    loop = steady_loop(disassemble(cubin)[cubin.lowered_names[instance]])
+    all of them. The loop is the one that issues both products: unlike tests/helpers.py's tile_loop, not the
+    longest loop, which in a persistent kernel is the one over query tiles."""
+    loop = tile_loop_lines(sass_text(CONTENDERS[name], instance), PRODUCTS_PER_TILE)
     first = next(i for i, text in enumerate(loop) if "DEPBAR.LE gsb0, 0x1" in text)
     second = next(i for i, text in enumerate(loop) if i > first and "DEPBAR.LE gsb0, 0x0" in text)
     return sum("MUFU.EX2" in text for text in loop[first:second]), sum("MUFU.EX2" in text for text in loop)

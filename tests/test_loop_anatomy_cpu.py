@@ -5,9 +5,9 @@ import pytest
 from kernels.tools.loop_anatomy import (
     PRODUCTS_PER_TILE,
     event_order,
-    group_counts,
     main,
     steady_lines,
+    tile_counts,
     tile_loop_lines,
 )
 from tests.helpers import CHAPTERS, sass_text
@@ -23,7 +23,7 @@ def loop19():
 def test_the_steady_path_leaves_out_the_mask_a_full_tile_jumps_over(loop19):
     """The masking block (an FSEL per score of the thread's 64) is in the loop, under a branch a tile that needs
     no mask takes; the steady path keeps both products and every exponential."""
-    loop, steady = group_counts(loop19), group_counts(steady_lines(loop19))
+    loop, steady = tile_counts(loop19), tile_counts(steady_lines(loop19))
     assert loop["FSEL / ISETP (masks)"] >= 64 > steady["FSEL / ISETP (masks)"]
     for row in ("HGMMA (wgmma)", "MUFU.EX2 (exp2)", "FFMA", "F2FP (to bf16)"):
         assert steady[row] == loop[row] > 0, row

@@ -14,20 +14,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
-from collections import Counter
 from pathlib import Path
 
 from tabulate import tabulate
 
 from kernels.build import Cubin
-from kernels.tools.opcodes import INTEGER_ALU
-from kernels.tools.sass import INSTRUCTION, disassemble
+from kernels.tools.opcodes import INTEGER_ALU, group_counts
+from kernels.tools.sass import INSTRUCTION, disassemble, instance_sass, opcodes
 
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
 BRANCH = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?BRA(?:\.\w+)* (0x[0-9a-f]+)")
 PRODUCTS_PER_TILE = 2 * 128 // 16  # S and O += P V over a 128-key tile, one wgmma per 16 columns each
+UNIFORM = "uniform datapath (U*)"
 
-# The table's rows: opcode prefixes, in the order a tile runs them; "uniform" is the warp-wide U* datapath.
+# The table's rows: mnemonics (kernels.tools.opcodes), in the order a tile runs them.
 GROUPS = {
     "HGMMA (wgmma)": ("HGMMA",),
     "MUFU.EX2 (exp2)": ("MUFU.EX2",),
@@ -38,7 +38,7 @@ GROUPS = {
     "F2FP (to bf16)": ("F2FP",),
     "FSEL / ISETP (masks)": ("FSEL", "ISETP"),
     "integer ALU": INTEGER_ALU,
-    "uniform datapath (U*)": ("U",),
+    UNIFORM: (),  # every mnemonic of the warp-wide U* datapath: counted apart, by prefix
     "SHFL": ("SHFL",),
     "BAR (named barriers)": ("BAR",),
     "SYNCS (mbarriers)": ("SYNCS",),
@@ -84,17 +84,12 @@ def steady_lines(loop: list[str]) -> list[str]:
     return [line for address, line in lines if not any(at < address < target for at, target in skippable)]
 
 
-def in_group(opcode: str, prefixes: tuple[str, ...]) -> bool:
-    """Whether an opcode is one of the mnemonics (with any modifiers); the prefix "U" takes every uniform one."""
-    if prefixes == ("U",):
-        return opcode.startswith("U")
-    return any(opcode == prefix or opcode.startswith(prefix + ".") for prefix in prefixes)
-
-
-def group_counts(lines: list[str]) -> dict[str, int]:
+def tile_counts(lines: list[str]) -> dict[str, int]:
     """Instructions per row of GROUPS, then the rest and the total (NOP padding left out)."""
-    counts = Counter(opcode for opcode in INSTRUCTION.findall("\n".join(lines)) if opcode != "NOP")
-    rows = {name: sum(n for op, n in counts.items() if in_group(op, prefixes)) for name, prefixes in GROUPS.items()}
+    counts = opcodes("\n".join(lines))
+    del counts["NOP"]
+    rows = group_counts(counts, GROUPS)
+    rows[UNIFORM] = sum(n for opcode, n in counts.items() if opcode.startswith("U"))
     rows["other"] = sum(counts.values()) - sum(rows.values())
     rows["total"] = sum(counts.values())
     return rows
@@ -127,12 +122,10 @@ def event_order(lines: list[str]) -> str:
 
 def chapter_sass(token: str) -> tuple[str, str]:
     """A Hopper chapter's name and the SASS of its bf16, non-causal instance for sm_90a."""
-    from kernels.build import ALL_INSTANCES, compile_nvrtc
     from kernels.chapters import chapters, select
 
     (chapter,) = select(chapters(), token)
-    cubin = compile_nvrtc(chapter.kernel.source, chapter.kernel.build_arch("sm_90"))
-    return chapter.name, disassemble(cubin)[cubin.lowered_names[ALL_INSTANCES[0]]]
+    return chapter.name, instance_sass(chapter.kernel)
 
 
 def cubin_sass(path: Path) -> str:
@@ -161,8 +154,8 @@ def main(argv: list[str] | None = None) -> None:
     loops = {name: tile_loop_lines(sass, args.products) for name, sass in kernels}
     columns = {}
     for name, loop in loops.items():
-        columns[f"{name}: loop"] = group_counts(loop)
-        columns[f"{name}: steady"] = group_counts(steady_lines(loop))
+        columns[f"{name}: loop"] = tile_counts(loop)
+        columns[f"{name}: steady"] = tile_counts(steady_lines(loop))
     rows = [[group, *(column[group] for column in columns.values())] for group in next(iter(columns.values()))]
     print(tabulate(rows, headers=["SASS instructions of one tile", *columns], tablefmt="github"))
     for name, loop in loops.items():

@@ -11,7 +11,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from kernels.build import BuildError, Cubin
+from kernels.build import ALL_INSTANCES, BuildError, Cubin, compile_nvrtc
 
 # "/*0a40*/  @!P0 LDSM.16.MT88.4 R8, [R3+0x800] ;" -> "LDSM.16.MT88.4"
 INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
@@ -46,6 +46,13 @@ def disassemble(cubin: Cubin) -> dict[str, str]:
     """SASS text of every kernel in the cubin, by mangled name."""
     functions = re.split(r"^\s*Function : (\S+)\s*$", cuobjdump(cubin, "-sass"), flags=re.MULTILINE)
     return dict(zip(functions[1::2], functions[2::2], strict=True))
+
+
+def instance_sass(kernel, instance: str = ALL_INSTANCES[0], gpu: str = "sm_90") -> str:
+    """SASS of one instance of an AttentionKernel (by default bf16, not causal), built for a GPU of that
+    architecture: the Hopper chapters for sm_90a."""
+    cubin = compile_nvrtc(kernel.source, kernel.build_arch(gpu))
+    return disassemble(cubin)[cubin.lowered_names[instance]]
 
 
 def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:
