@@ -80,6 +80,17 @@ record() {
     ablation_ch16_causal.json) python runner.py ablate 16 --causal --rounds 5 --json results/ablation_ch16_causal.json ;;
     ablation_ch18.json) python runner.py ablate 18 --rounds 5 --json results/ablation_ch18.json ;;
     ablation_ch18_causal.json) python runner.py ablate 18 --causal --rounds 5 --json results/ablation_ch18_causal.json ;;
+    ablation_ch19.json) python runner.py ablate dynamic_schedule --rounds 5 --json results/ablation_ch19.json ;;
+    ablation_ch19_causal.json)
+        python runner.py ablate dynamic_schedule --causal --rounds 5 --json results/ablation_ch19_causal.json
+        ;;
+    ablation_ch19_ping_pong.json) # the ping-pong set at the four shapes of fa4_k16_k19.json
+        python runner.py ablate ping_pong --rounds 5 --json "$TMP/pp_headline.json"
+        python runner.py ablate ping_pong --rounds 5 --causal --json "$TMP/pp_causal.json"
+        python runner.py ablate ping_pong --rounds 5 --batch 64 --seq-len 1024 --json "$TMP/pp_1024.json"
+        python runner.py ablate ping_pong --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/pp_16384.json"
+        merge results/ablation_ch19_ping_pong.json "$TMP"/pp_{headline,causal,1024,16384}.json
+        ;;
     peak.json) python runner.py peak --json results/peak.json ;;
     profile_k02_to_k04.json)
         python runner.py profile 2 3 4 --json results/profile_k02_to_k04.json >results/profile_k02_to_k04.txt

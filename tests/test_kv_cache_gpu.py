@@ -1,5 +1,6 @@
-"""The split-KV chapters (18 on) on the GPU: keys split across blocks and merged, per-sequence KV lengths, the
-log-sum-exp; and the chapters before them refusing what they do not compute."""
+"""The split-KV chapters (18 on), and the ablation variants derived from them, on the GPU: keys split across blocks
+and merged, per-sequence KV lengths, the log-sum-exp; and the chapters before them refusing what they do not
+compute."""
 
 import math
 
@@ -11,10 +12,10 @@ from torch.nn.attention.bias import causal_lower_right
 from kernels import DTYPES
 from kernels.launch import gpu_arch
 from reference import attention_error, exact_attention
-from tests.helpers import CHAPTERS, random_qkv, requires_gpu
+from tests.helpers import CHAPTERS, KERNELS, random_qkv, requires_gpu
 
 pytestmark = requires_gpu
-KV_CACHE = [c for c in CHAPTERS if c.kernel.kv_cache]
+KV_CACHE = [c for c in KERNELS if c.kernel.kv_cache]  # a variant takes what its chapter takes
 SMS = 132  # the split rule's input on an H200; the tests below choose shapes for it, and assert what it gave
 
 # (batch, seq_len_q, seq_len_k, heads, kv_heads): decoding (one query), a few queries against a long cache, and a
@@ -24,7 +25,7 @@ SHAPES = [(3, 1, 2000, 32, 8), (2, 5, 1000, 16, 2), (2, 300, 700, 8, 8), (1, 1, 
 
 @pytest.fixture(params=KV_CACHE, ids=[c.name for c in KV_CACHE])
 def chapter(request):
-    """A split-KV chapter; they are written for Hopper: elsewhere each is skipped, naming why."""
+    """A split-KV chapter or variant; they are written for Hopper: elsewhere each is skipped, naming why."""
     try:
         request.param.kernel.build_arch(gpu_arch(0))
     except ValueError as error:

@@ -1,7 +1,8 @@
 """The ablation sets: small grids of kernels that take apart a ladder step whose effects are mixed or hidden.
 
-Each set is a folder ``docs/ablations/chNN_slug/`` (NN: the chapter whose step it splits) holding a data file
-``ablation.py`` (``TITLE``, ``ROWS``, ``COLUMNS``, ``CELLS``) and one folder per variant kernel, laid out like a
+Each set is a folder ``docs/ablations/chNN_slug/`` (NN: the chapter whose step it splits, or that its ideas are
+tried on) holding a data file ``ablation.py`` (``TITLE``, ``ROWS``, ``COLUMNS``, ``CELLS``; ``CHANGED_LINES`` where
+a variant's diff needs more than the usual few lines) and one folder per variant kernel, laid out like a
 chapter (``flash_attention.cu`` + ``loader.py``) and named after the chapter it derives from. A cell names a
 ladder chapter or a variant of the set. Loading compiles nothing and needs no GPU; listing the sets
 (``set_folders``) imports neither torch nor the kernels, for `runner.py ablate --help`.
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 ABLATIONS_DIR = ROOT / "docs" / "ablations"
 SET_FOLDER = re.compile(r"ch(\d\d)_(\w+)")
+# A variant is its chapter with one small change: twelve lines for the idea, and where it changes the shared memory,
+# SMEM_BYTES and the kernel's static_assert on it, one line each. A set whose idea takes more says so (CHANGED_LINES).
+CHANGED_LINES = 12 + 2 * 2
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Ablation:
     columns: tuple[str, ...]
     cells: dict[tuple[str, str], str]  # (row, column) -> contender name
     contenders: list[Chapter]  # ladder chapters named in cells and the variants, in ladder order
+    changed_lines: int  # the most lines a variant's diff against its chapter may change (CHANGED_LINES)
 
 
 def is_variant(chapter: Chapter) -> bool:
@@ -85,6 +90,7 @@ def load_ablation(folder: Path, ladder: list[Chapter]) -> Ablation:
         columns=tuple(data.COLUMNS),
         cells=dict(data.CELLS),
         contenders=sorted(named, key=ladder_order),
+        changed_lines=getattr(data, "CHANGED_LINES", CHANGED_LINES),
     )
 
 
@@ -103,11 +109,15 @@ def ablations() -> list[Ablation]:
 
 
 def find_ablation(token: str) -> Ablation:
-    """The set named by the chapter it splits ("3", "03") or by its folder ("ch03_ldmatrix"); else a ValueError."""
-    sets = ablations()
-    for ablation in sets:
-        slug = SET_FOLDER.fullmatch(ablation.name).group(2)
-        if token.strip() in (str(ablation.number), f"{ablation.number:02d}", ablation.name, slug):
-            return ablation
+    """The set named by its folder ("ch03_ldmatrix"), its slug ("ldmatrix") or the chapter it splits ("3", "03"),
+    where that chapter has one set; else a ValueError."""
+    sets, token = ablations(), token.strip()
+    named = [a for a in sets if token in (a.name, SET_FOLDER.fullmatch(a.name).group(2))]
+    numbered = [a for a in sets if token in (str(a.number), f"{a.number:02d}")]
+    if named or len(numbered) == 1:
+        return (named or numbered)[0]
+    if numbered:
+        folders = ", ".join(a.name for a in numbered)
+        raise ValueError(f"chapter {numbered[0].number} has {len(numbered)} ablation sets ({folders}): name one")
     known = ", ".join(f"{a.number} ({a.name})" for a in sets)
     raise ValueError(f"no ablation set {token!r}; the sets are {known}")
