@@ -474,23 +474,50 @@ def runs_snippet(name: str, results: Path) -> str:
     )
 
 
-def ablation_snippet(name: str, results: Path) -> str:
-    """An ablation set's grid of median TFLOP/s [min–max], with its shape and the command that measured it."""
+def ablation_snippet(name: str, results: Path, *, with_steps: bool = False) -> str:
+    """An ablation set's grid of median TFLOP/s [min–max] for each run of its file (``ablation_NAME.json``), the
+    shape and the command that measured it; ``with_steps``, each cell's speed-up over its row's chapter too."""
     path = results / f"ablation_{name}.json"
-    run = saved_run(path)
-    if run.grid is None:
-        raise MissingResults(f"{path.name} holds no ablation grid")
-    return (
-        f"{markdown_grid(run)}\n\n{run.grid.title}: {shape_title(run.shape)} on "
-        f"{run.environment.get('device', '?')}, TFLOP/s as the {rounds_words(run)}. From results/{path.name} "
-        f"(`{run.environment.get('command', '?')}`)."
-    )
+    if not path.exists():
+        raise MissingResults(f"no results/{path.name} yet")
+    parts = []
+    for run in load_runs(path):
+        if run.grid is None:
+            raise MissingResults(f"{path.name} holds no ablation grid")
+        by_name = {row.name: row for row in run.rows}
+        grid = run.grid
+        # Each cell over the ladder chapter of its row; a row without one, over the grid's first cell.
+        speedups = []
+        for r in grid.rows if with_steps else ():
+            row = [grid.cells[(r, c)] for c in grid.columns]
+            chapters = [name for name in row if by_name[name].kind == "chapter"]
+            base = chapters[0] if chapters else grid.cells[(grid.rows[0], grid.columns[0])]
+            for cell in (name for name in row if name != base):
+                step = ratio_spread(by_name[base].round_ms, by_name[cell].round_ms)
+                speedups.append(f"{cell} ÷ {base} {step.median:.2f}× [{step.low:.2f}–{step.high:.2f}], {verdict(step)}")
+        parts.append(
+            f"{markdown_grid(run)}\n\n{run.grid.title}: {shape_title(run.shape)}"
+            f" on {run.environment.get('device', '?')}, TFLOP/s as the {rounds_words(run)}."
+            + (f" Speed-ups, the median of per-round ratios: {'; '.join(speedups)}." if speedups else "")
+        )
+    if len(parts) > 1:
+        return (
+            "\n\n".join(parts)
+            + f"\n\nFrom results/{path.name} (`scripts/record_results.sh {path.name}`, one run per shape)."
+        )
+    return f"{parts[0]} From results/{path.name} (`{load_runs(path)[0].environment.get('command', '?')}`)."
+
+
+def ablation_steps_snippet(name: str, results: Path) -> str:
+    """An ablation set's grids with each cell's speed-up over its row's chapter."""
+    return ablation_snippet(name, results, with_steps=True)
 
 
 SNIPPETS: dict[re.Pattern, Callable[[str, Path], str]] = {
     re.compile(r"step-(\d\d)"): step_snippet,
     re.compile(r"decode-(\d\d)"): decode_snippet,
-    re.compile(r"ablation-(ch\d\d)"): ablation_snippet,
+    re.compile(r"ablation-(ch\d\d\w*)"): ablation_snippet,
+    re.compile(r"ablation-steps-(ch\d\d\w*)"): ablation_steps_snippet,
     re.compile(r"runs-(\w+)"): runs_snippet,
 }
 
