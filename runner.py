@@ -4,7 +4,7 @@ python runner.py                        # the headline shape: batch 16, seq 4096
 python runner.py --causal --seq-len 1024,16384 --kernels 3,4
 python runner.py --markdown --json run.json --plot ladder.png
 python runner.py ablate 5               # one step of the ladder taken apart (a grid of kernels)
-python runner.py inspect | diff 3 4 | profile 5 | peak     (see `python runner.py inspect --help`, ...)
+python runner.py inspect | diff 3 4 | profile 5 | stalls 19 | peak     (see `python runner.py inspect --help`, ...)
 
 The commands live in kernels/tools/ (kernels/tools/commands.py lists them); this file only starts them.
 """

@@ -117,6 +117,9 @@ record() {
         python runner.py profile 16 cudnn --json results/profile_k16_cudnn.json >results/profile_k16_cudnn.txt
         ;;
     profile_k16_fa4.json) python runner.py profile 16 fa4 --json results/profile_k16_fa4.json ;;
+    stalls_k19_fa4.json) # where the warps of chapter 19 and of FlashAttention-4 wait, instruction by instruction
+        python runner.py stalls 19 fa4 --json results/stalls_k19_fa4.json >results/stalls_k19_fa4.txt
+        ;;
     qwen3_attention.txt) { python -m kernels.tools.sources op && python -m examples.qwen3_attention; } >results/qwen3_attention.txt ;;
     qwen3_attention_repeats.txt)
         {

@@ -6,6 +6,7 @@
     python runner.py inspect [N ...]      registers, smem, SASS        kernels.tools.inspection
     python runner.py diff A B             the idea between chapters    kernels.tools.chapter_diff
     python runner.py profile [N|fa2 ...]  Nsight Compute, side by side kernels.tools.profiling
+    python runner.py stalls [N|fa4 ...]   where the warps wait         kernels.tools.stalls
     python runner.py peak                 the GPU's ceilings           kernels.tools.peak
 
 Every option is parsed here, before torch is imported: --help and a mistake answer at once, and a handler's
@@ -164,7 +165,7 @@ def ladder_parser() -> Parser:
         description="Time every chapter and torch's attention on the same Q, K, V, in interleaved rounds, "
         "and print the ladder.",
         epilog="Other commands: `runner.py ablate N`, `runner.py decode`, `runner.py peak`, `runner.py inspect`, "
-        "`runner.py diff A B`, `runner.py profile N [fa2|cudnn|fa4]` (each has --help).",
+        "`runner.py diff A B`, `runner.py profile N [fa2|cudnn|fa4]`, `runner.py stalls N [fa4]` (each has --help).",
         checks=(check_shape, check_from_json, check_outputs),
     )
     add_measuring_options(parser)
@@ -306,6 +307,22 @@ def profile_parser() -> Parser:
     return parser
 
 
+def stalls_parser() -> Parser:
+    """`runner.py stalls`."""
+    parser = Parser(
+        prog="runner.py stalls",
+        description="Run chapters and other attention kernels once each under Nsight Compute's source counters "
+        "(clocks left as they are) and show where their warps were sampled: at which kind of instruction, waiting "
+        "for what, and the instructions with the most samples.",
+        checks=(check_outputs,),
+    )
+    add_target_options(parser, "the kernels to sample")
+    parser.add_argument("--markdown", action="store_true", help="print a GitHub Markdown table instead")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also save every instruction's samples as JSON")
+    parser.add_argument("--from-json", type=Path, metavar="FILE", help="show a file saved by --json instead")
+    return parser
+
+
 def peak_parser() -> Parser:
     """`runner.py peak`."""
     parser = Parser(
@@ -349,6 +366,7 @@ COMMANDS = {
     "inspect": Command(inspect_parser, later("kernels.tools.inspection", "run_inspect")),
     "diff": Command(diff_parser, later("kernels.tools.chapter_diff", "run_diff")),
     "profile": Command(profile_parser, later("kernels.tools.profiling", "run_profile")),
+    "stalls": Command(stalls_parser, later("kernels.tools.stalls", "run_stalls")),
     "peak": Command(peak_parser, later("kernels.tools.peak", "run_peak")),
 }
 
