@@ -24,6 +24,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
+
 from kernels.chapters import ROOT
 from kernels.tools.cli import ToolError, UsageError, names
 from kernels.tools.profiling import NO_COUNTERS, NO_NCU, chosen_targets, compiled_by, failure_reason
@@ -251,8 +253,6 @@ def run_stalls(args: argparse.Namespace) -> int:
         for target in chosen:
             with progress.step(f"sampling {target.name}'s warps under Nsight Compute"):
                 all_stalls.append(stalls_of(ncu, target, args))
-    import torch
-
     record = {
         "shape": {"batch": args.batch, "seq_len": args.seq_len, "heads": args.heads, "dtype": args.dtype}
         | {"causal": args.causal}
