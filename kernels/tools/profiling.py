@@ -170,14 +170,19 @@ def unknown_metrics(output: str, metrics: list[str]) -> set[str]:
     return {metric for metric in metrics if metric in names or metric.split(".")[0] in names}
 
 
-def ncu_command(ncu: str, metrics: list[str], target: Target, args: argparse.Namespace) -> list[str]:
-    """ncu on a child that runs the target once: the first launch of its kernel, clocks left alone."""
+def child_command(target: Target, args: argparse.Namespace) -> list[str]:
+    """The program ncu profiles: kernels/tools/run_once.py running the target once at the shape of ``args``."""
     child = [sys.executable, "-m", "kernels.tools.run_once", target.token, "--batch", str(args.batch)]
     child += ["--seq-len", str(args.seq_len), "--heads", str(args.heads), "--dtype", args.dtype]
     child += ["--causal"] if args.causal else []
-    child += [
+    return child + [
         f"--{name.replace('_', '-')}={getattr(args, name)}" for name in ("kv_heads", "kv_len") if getattr(args, name)
     ]
+
+
+def ncu_command(ncu: str, metrics: list[str], target: Target, args: argparse.Namespace) -> list[str]:
+    """ncu on a child that runs the target once: the first launch of its kernel, clocks left alone."""
+    child = child_command(target, args)
     return [
         ncu, "--clock-control", "none", "-k", f"regex:{target.kernel}", "-c", "1", "--metrics", ",".join(metrics),
         "--csv", "--page", "raw", "--print-units", "base", "--print-metric-instances", "details", *child,

@@ -28,7 +28,7 @@ import torch
 
 from kernels.chapters import ROOT
 from kernels.tools.cli import ToolError, UsageError, names
-from kernels.tools.profiling import NO_COUNTERS, NO_NCU, chosen_targets, compiled_by, failure_reason
+from kernels.tools.profiling import NO_COUNTERS, NO_NCU, child_command, chosen_targets, compiled_by, failure_reason
 from kernels.tools.progress import Progress
 from kernels.tools.run_once import Target
 from kernels.tools.side_by_side import Cell, Row, SideBySide, print_side_by_side
@@ -129,16 +129,11 @@ def parse_source_csv(text: str, target: str) -> Stalls | None:
 
 
 def ncu_command(ncu: str, target: Target, args: argparse.Namespace, report: Path) -> list[str]:
-    """ncu on a child that runs the target once, with the source counters, into a report file."""
-    child = [sys.executable, "-m", "kernels.tools.run_once", target.token, "--batch", str(args.batch)]
-    child += ["--seq-len", str(args.seq_len), "--heads", str(args.heads), "--dtype", args.dtype]
-    child += ["--causal"] if args.causal else []
-    child += [
-        f"--{name.replace('_', '-')}={getattr(args, name)}" for name in ("kv_heads", "kv_len") if getattr(args, name)
-    ]
+    """ncu on a child that runs the target once (the first launch of its kernel, clocks left alone), with the source
+    counters, into a report file."""
     return [
         ncu, "--clock-control", "none", "-k", f"regex:{target.kernel}", "-c", "1", "--section", "SourceCounters",
-        "--section", "WarpStateStats", "-f", "-o", str(report), *child,
+        "--section", "WarpStateStats", "-f", "-o", str(report), *child_command(target, args),
     ]  # fmt: skip
 
 
