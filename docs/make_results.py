@@ -32,7 +32,7 @@ from kernels.tools.ceilings import Ceilings, load_ceilings  # noqa: E402
 from kernels.tools.peak import load_peak, markdown_tables  # noqa: E402
 from kernels.tools.profiling import load_profile_table  # noqa: E402
 from kernels.tools.runs import Run, RunFileError, load_runs, shape_title  # noqa: E402
-from kernels.tools.stats import ratio_spread, verdict  # noqa: E402
+from kernels.tools.stats import Spread, ratio_spread, verdict  # noqa: E402
 from kernels.tools.tables import (  # noqa: E402
     ceiling_notes,
     format_spread,
@@ -311,14 +311,19 @@ def replace_between(text: str, markers: tuple[str, str], body: str, where: Path)
     return text[: i + len(start)] + "\n" + body + "\n" + text[j:]
 
 
+def ratio_text(step: Spread) -> str:
+    """A per-round ratio with its range and verdict, e.g. "1.10× [1.08–1.12], faster"."""
+    return f"{step.median:.2f}× [{step.low:.2f}–{step.high:.2f}], {verdict(step)}"
+
+
 def step_text(run: Run, name: str) -> str:
-    """A chapter's step over the previous one with its range and verdict, e.g. "1.10× [1.08–1.12], faster"."""
+    """A chapter's step over the previous one with its range and verdict (ratio_text)."""
     step = steps(run).get(name)
     if step is None:
         return ""
     if run.rounds < 2:
         return f"{step.median:.2f}×"
-    return f"{step.median:.2f}× [{step.low:.2f}–{step.high:.2f}], {verdict(step)}"
+    return ratio_text(step)
 
 
 def rounds_words(run: Run) -> str:
@@ -480,8 +485,8 @@ def ablation_snippet(name: str, results: Path, *, with_steps: bool = False) -> s
     path = results / f"ablation_{name}.json"
     if not path.exists():
         raise MissingResults(f"no results/{path.name} yet")
-    parts = []
-    for run in load_runs(path):
+    runs, parts = load_runs(path), []
+    for run in runs:
         if run.grid is None:
             raise MissingResults(f"{path.name} holds no ablation grid")
         by_name = {row.name: row for row in run.rows}
@@ -493,10 +498,11 @@ def ablation_snippet(name: str, results: Path, *, with_steps: bool = False) -> s
             chapters = [name for name in row if by_name[name].kind == "chapter"]
             base = chapters[0] if chapters else grid.cells[(grid.rows[0], grid.columns[0])]
             for cell in (name for name in row if name != base):
-                step = ratio_spread(by_name[base].round_ms, by_name[cell].round_ms)
-                speedups.append(f"{cell} ÷ {base} {step.median:.2f}× [{step.low:.2f}–{step.high:.2f}], {verdict(step)}")
+                speedups.append(
+                    f"{cell} ÷ {base} {ratio_text(ratio_spread(by_name[base].round_ms, by_name[cell].round_ms))}"
+                )
         parts.append(
-            f"{markdown_grid(run)}\n\n{run.grid.title}: {shape_title(run.shape)}"
+            f"{markdown_grid(run)}\n\n{grid.title}: {shape_title(run.shape)}"
             f" on {run.environment.get('device', '?')}, TFLOP/s as the {rounds_words(run)}."
             + (f" Speed-ups, the median of per-round ratios: {'; '.join(speedups)}." if speedups else "")
         )
@@ -505,7 +511,7 @@ def ablation_snippet(name: str, results: Path, *, with_steps: bool = False) -> s
             "\n\n".join(parts)
             + f"\n\nFrom results/{path.name} (`scripts/record_results.sh {path.name}`, one run per shape)."
         )
-    return f"{parts[0]} From results/{path.name} (`{load_runs(path)[0].environment.get('command', '?')}`)."
+    return f"{parts[0]} From results/{path.name} (`{runs[0].environment.get('command', '?')}`)."
 
 
 def ablation_steps_snippet(name: str, results: Path) -> str:

@@ -28,7 +28,15 @@ import torch
 
 from kernels.chapters import ROOT
 from kernels.tools.cli import ToolError, UsageError, names
-from kernels.tools.profiling import NO_COUNTERS, NO_NCU, child_command, chosen_targets, compiled_by, failure_reason
+from kernels.tools.profiling import (
+    NO_COUNTERS,
+    NO_NCU,
+    child_command,
+    chosen_targets,
+    compiled_by,
+    failure_reason,
+    profile_title,
+)
 from kernels.tools.progress import Progress
 from kernels.tools.run_once import Target
 from kernels.tools.side_by_side import Cell, Row, SideBySide, print_side_by_side
@@ -199,12 +207,9 @@ def top_lines(stalls: Stalls) -> list[str]:
 
 
 def title_of(record: dict) -> str:
-    """The shape, the GPU and the compiler in words."""
-    shape = record["shape"]
-    words = f"batch {shape['batch']}, seq_len {shape['seq_len']}, heads {shape['heads']}, {shape['dtype']}"
-    built = f"; chapters compiled by NVRTC {record['nvrtc']}" if record.get("nvrtc") else ""
-    device = f" on {record['device']}" if record.get("device") else ""
-    return f"{words}{', causal' if shape.get('causal') else ''}{device} (Nsight Compute{built})"
+    """The shape (K/V heads and length too, where given), the compiler, and the GPU, in words."""
+    title = profile_title(argparse.Namespace(**record["shape"]), record.get("nvrtc"))
+    return f"{title} on {record['device']}" if record.get("device") else title
 
 
 def show(record: dict, all_stalls: list[Stalls], markdown: bool) -> None:
