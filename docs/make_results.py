@@ -261,6 +261,26 @@ def is_profile(path: Path) -> bool:
     return isinstance(data, dict) and "profiles" in data
 
 
+def is_stalls(path: Path) -> bool:
+    """Whether a JSON file holds stall samples saved by `runner.py stalls --json` (its .txt beside it is the table)."""
+    data = json.loads(path.read_text())
+    return isinstance(data, dict) and "stalls" in data
+
+
+def stalls_section(path: Path) -> list[str]:
+    """Stall samples: what was sampled, where, and the table beside them (the .txt `runner.py stalls` printed)."""
+    record = json.loads(path.read_text())
+    shape = ", ".join(f"{key} {value}" for key, value in record["shape"].items())
+    targets = " and ".join(entry["target"] for entry in record["stalls"])
+    table = path.with_suffix(".txt")
+    return [
+        heading(f"Stall samples: {targets}", path),
+        f"{shape}; warp samples by kind of instruction and the instructions sampled most, in "
+        f"[`results/{table.name}`](../results/{table.name}).\n",
+        f"- command: `{record['command']}`\n- GPU: {record['device']}, chapters compiled by NVRTC {record['nvrtc']}\n",
+    ]
+
+
 def results_page(results: Path) -> str:
     """The whole page: every file in ``results``, each once under a heading naming it, text files as links."""
     files = sorted(path for path in results.iterdir() if path.is_file() and not path.name.startswith("."))
@@ -274,7 +294,11 @@ def results_page(results: Path) -> str:
         return known + (path.name not in order and load_runs(path)[0].grid is not None), path.name
 
     special = (PEAK_FILE, GENERATION_FILE)
-    run_files = sorted((path for path in json_files if path.name not in special and path not in profiles), key=place)
+    stalls = [path for path in json_files if is_stalls(path)]
+    run_files = sorted(
+        (path for path in json_files if path.name not in special and path not in profiles and path not in stalls),
+        key=place,
+    )
     others = [path for path in files if path.suffix not in (".json", ".txt")]
     parts = [
         "# Results\n",
@@ -294,6 +318,8 @@ def results_page(results: Path) -> str:
         parts += peak_section(results / PEAK_FILE)
     for path in profiles:
         parts += profile_section(path)
+    for path in stalls:
+        parts += stalls_section(path)
     if (results / GENERATION_FILE).exists():
         parts += generation_section(results / GENERATION_FILE)
     texts = [path for path in files if path.suffix == ".txt"] + others

@@ -121,8 +121,7 @@ record() {
         python runner.py stalls 19 fa4 --json results/stalls_k19_fa4.json >results/stalls_k19_fa4.txt
         ;;
     stalls_decode_8x32768.json) # the same for chapter 19 and cuDNN decoding one token against 32,768 keys
-        python runner.py stalls 19 cudnn --batch 8 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 32768 \
-            --json results/stalls_decode_8x32768.json >results/stalls_decode_8x32768.txt
+        python runner.py stalls 19 cudnn --batch 8 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 32768 --json results/stalls_decode_8x32768.json >results/stalls_decode_8x32768.txt
         ;;
     qwen3_attention.txt) { python -m kernels.tools.sources op && python -m examples.qwen3_attention; } >results/qwen3_attention.txt ;;
     qwen3_attention_repeats.txt)
