@@ -84,6 +84,8 @@ record() {
     ablation_ch19_causal.json)
         python runner.py ablate dynamic_schedule --causal --rounds 5 --json results/ablation_ch19_causal.json
         ;;
+    ablation_ch19_l2_prefetch.json) # L2 prefetches of K and V at the decode shapes
+        python runner.py ablate l2_prefetch --decode --rounds 5 --json results/ablation_ch19_l2_prefetch.json ;;
     ablation_ch19_ping_pong.json) # the ping-pong set at the four shapes of fa4_k16_k19.json
         python runner.py ablate ping_pong --rounds 5 --json "$TMP/pp_headline.json"
         python runner.py ablate ping_pong --rounds 5 --causal --json "$TMP/pp_causal.json"

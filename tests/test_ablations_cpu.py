@@ -40,7 +40,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_eight_sets_in_chapter_order():
+def test_there_are_nine_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -49,9 +49,10 @@ def test_there_are_eight_sets_in_chapter_order():
         "ch16_softmax_chains",
         "ch18_split_kv",
         "ch19_dynamic_schedule",
+        "ch19_l2_prefetch",
         "ch19_ping_pong",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -77,7 +78,8 @@ def test_find_ablation_by_number_slug_or_folder():
     assert find_ablation("3").name == find_ablation("ch03_ldmatrix").name == find_ablation("ldmatrix").name
     assert find_ablation("05").number == 5
     assert find_ablation("ping_pong").name == "ch19_ping_pong"
-    with pytest.raises(ValueError, match=r"chapter 19 has 2 ablation sets \(ch19_dynamic_schedule, ch19_ping_pong\)"):
+    sets = r"chapter 19 has 3 ablation sets \(ch19_dynamic_schedule, ch19_l2_prefetch, ch19_ping_pong\)"
+    with pytest.raises(ValueError, match=sets):
         find_ablation("19")
     with pytest.raises(ValueError, match=r"no ablation set '4'; the sets are 3 \(ch03_ldmatrix\), 5"):
         find_ablation("4")
@@ -266,3 +268,37 @@ def test_ping_pong_each_cell_waits_and_takes_turns_as_its_grid_says(name, instan
     assert order.startswith(PING_PONG_ORDERS[name] + " → "), order
     assert order.count("BAR.") == (2 if name in ("k19_turns", "k19_ping_pong") else 0)
     assert "MUFU.EX2" not in order.split("wait(≤0)")[0]
+
+
+def producer_loop_prefetches(sass: str) -> tuple[int, int]:
+    """The TMA prefetches into L2 (UTMAPF) of a kernel: inside the producer's tile loops (a loop around the 4 copies
+    of a K and a V tile, two planes each, and not Q's; ptxas may peel the last tiles into a loop of their own), and
+    in all."""
+    from kernels.tools.loop_anatomy import BRANCH, addressed
+
+    lines = addressed(sass)
+    spans = []
+    for at, line in lines:
+        branch = BRANCH.search(line)
+        target = int(branch.group(2), 16) if branch else None
+        if target is not None and target < at:
+            if sum("UTMALDG" in text for address, text in lines if target <= address <= at) == 4:
+                spans.append((target, at))
+    inside = {address for address, text in lines if "UTMAPF" in text and any(a <= address <= b for a, b in spans)}
+    return len(inside), sass.count("UTMAPF")
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_l2_prefetch_each_cell_prefetches_where_its_grid_says(instance):
+    """Per plane of K and of V, a prefetch into L2: at a query tile's start, in the producer's tile loop (all of
+    them inside it), or both (as many as the two apart); kernel 19 has none. The copies are kernel 19's."""
+    copies = sass_of("k19_dynamic_schedule").count("UTMALDG")
+    assert producer_loop_prefetches(sass_text(CONTENDERS["k19_dynamic_schedule"], instance)) == (0, 0)
+    _, total_start = producer_loop_prefetches(sass_text(CONTENDERS["k19_prefetch_start"], instance))
+    assert total_start >= 4
+    inside, total_loop = producer_loop_prefetches(sass_text(CONTENDERS["k19_prefetch_loop"], instance))
+    assert inside == total_loop >= 4
+    _, total_both = producer_loop_prefetches(sass_text(CONTENDERS["k19_prefetch"], instance))
+    assert total_both == total_start + total_loop
+    for name in ("k19_prefetch_start", "k19_prefetch_loop", "k19_prefetch"):
+        assert sass_of(name).count("UTMALDG") == copies, name

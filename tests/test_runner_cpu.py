@@ -378,7 +378,21 @@ def test_ablate_help_names_each_set_as_typed_and_its_folder(capsys):
         assert f"{int(folder.name[2:4])} (docs/ablations/{folder.name}/)" in text
 
 
-@pytest.mark.parametrize(("args", "message"), [(["4"], "no ablation set '4'"), (["3", "--repeats", "0"], "--repeats")])
+def test_ablate_decode_takes_the_decode_shapes():
+    args = commands.ablate_parser().parse_args(["19", "--decode", "--rounds", "2"])
+    assert args.decode and args.shapes == [dict(shape) for shape in commands.DECODE_SHAPES]
+    assert all(shape["seq_len"] == 1 for shape in args.shapes)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["4"], "no ablation set '4'"),
+        (["3", "--repeats", "0"], "--repeats"),
+        (["3", "--decode", "--batch", "4"], "--decode times the decode shapes; it takes no --batch"),
+        (["3", "--decode", "--causal"], "it takes no --causal"),
+    ],
+)
 def test_ablate_mistakes_are_one_line_before_any_gpu_work(capsys, monkeypatch, args, message):
     hide_gpu(monkeypatch)
     assert_one_line_error(run_command(capsys, "ablate", *args), 2, message)

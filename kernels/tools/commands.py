@@ -42,6 +42,7 @@ MEASURING_OPTIONS = (
     "--seed",
 )
 SHAPE_DEFAULTS = {"batch": 16, "seq_len": 4096, "heads": 16}  # the headline shape
+SHAPE_OPTIONS = ("--batch", "--heads", "--seq-len", "--dtype", "--causal")  # what a preset's shapes fix
 # `runner.py decode`: one new query row per sequence against a KV cache, as a run records its shape. Not causal: the
 # bottom-right causal mask lets the last query see every key, so with one query it would hide nothing.
 DECODE_SHAPES = tuple(
@@ -196,14 +197,29 @@ def ablate_parser() -> Parser:
         description="Time the kernels of one ablation set, a grid that takes one step of the ladder apart, next to "
         "torch's attention in interleaved rounds; print the table and the grid.",
         epilog=f"The sets: {', '.join(f'{n} ({where}/{f.name}/)' for n, f in zip(numbers, folders, strict=True))}.",
-        checks=(check_shape, check_outputs),
+        checks=(check_shape, check_decode, check_outputs),
     )
     parser.add_argument(
         "set", metavar="N", help=f"the set, by the chapter whose step it takes apart: one of {', '.join(numbers)}"
     )
+    parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="at `runner.py decode`'s shapes (one query row per sequence against a long KV cache), in GB/s",
+    )
     add_measuring_options(parser)
     parser.set_defaults(head_dim=128, kv_heads=None, kv_len=None, plot=None, from_json=None, kernels=None)
     return parser
+
+
+def check_decode(parser: Parser, args: argparse.Namespace, argv: list[str]) -> None:
+    """With --decode, the decode shapes, which no shape option may change."""
+    if not args.decode:
+        return
+    given = [option for option in SHAPE_OPTIONS if any(a == option or a.startswith(f"{option}=") for a in argv)]
+    if given:
+        parser.error(f"--decode times the decode shapes; it takes no {', '.join(given)}")
+    args.shapes = [dict(shape) for shape in DECODE_SHAPES]
 
 
 def set_decode_shapes(parser: Parser, args: argparse.Namespace, argv: list[str]) -> None:

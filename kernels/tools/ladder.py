@@ -326,7 +326,8 @@ def run_ablate(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from error
     folder = (ABLATIONS_DIR / ablation.name).relative_to(ABLATIONS_DIR.parents[1])
     what = f"ablation set {ablation.number} ({folder})"
-    return measure_and_show(args, ablation.contenders, what, shapes_asked(args), grid_of(ablation))
+    shapes = args.shapes if args.decode else shapes_asked(args)
+    return measure_and_show(args, ablation.contenders, what, shapes, grid_of(ablation))
 
 
 def run_decode(args: argparse.Namespace) -> int:
