@@ -249,6 +249,19 @@ def test_ch19_each_trim_takes_its_instructions_out_of_the_steady_path(kernel, in
     assert [sum("MUFU.EX2" in line for line in path) for path in paths] == [66, 66, 66]
 
 
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+@pytest.mark.parametrize("kernel", [18, 19])
+def test_ch19_one_addition_per_descriptor_takes_uniform_instructions_out(kernel, instance):
+    """With the descriptors' upper halves hidden from ptxas, each step of Q's, K's and V's descriptors is one
+    addition: the steady path loses uniform-datapath instructions (an add with carry and a move per S wgmma) and
+    nothing else changes kind."""
+    lean, trimmed = (tile_counts(steady_path(f"k{kernel}_{name}", instance)) for name in ("lean", "lean_descriptors"))
+    assert lean[UNIFORM] - trimmed[UNIFORM] >= 12
+    assert {kind: n for kind, n in lean.items() if kind not in (UNIFORM, "total")} == {
+        kind: n for kind, n in trimmed.items() if kind not in (UNIFORM, "total")
+    }
+
+
 # The start of each cell's steady path: how it waits for K and V, takes its turn and issues its 16 wgmma.
 PING_PONG_ORDERS = {
     "k19_dynamic_schedule": "mbarrier wait×2 → HGMMA×16 → wait(≤1)",
