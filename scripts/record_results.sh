@@ -154,6 +154,9 @@ record() {
         python runner.py profile 18 19 --seq-len 16384 --json results/profile_k18_k19_16384.json \
             >results/profile_k18_k19_16384.txt
         ;;
+    profile_decode_1x4352.json) # one sequence decoding, as examples/qwen3_generation.py at batch 1: the split keys
+        python runner.py profile 19 cudnn --batch 1 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 4352 --json results/profile_decode_1x4352.json >results/profile_decode_1x4352.txt
+        ;;
     profile_decode_128x2048.json)
         python runner.py profile 18 19 cudnn --batch 128 --seq-len 1 --heads 16 --kv-len 2048 --json results/profile_decode_128x2048.json \
             >results/profile_decode_128x2048.txt
