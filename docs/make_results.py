@@ -143,6 +143,8 @@ RUN_TITLES = {
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 # What a text file holds, for its link; another .txt is described by its first line.
 TEXT_FILES = {
+    "loop_anatomy_ch19_trims.txt": "one tile of chapter 19's tile loop and of its trimmed variants, in SASS "
+    "(`python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors`)",
     "loop_anatomy_k16_k19_fa4.txt": "one tile of the tile loops of chapters 16 and 19 and of FlashAttention-4, in "
     "their SASS (`python -m kernels.tools.loop_anatomy`)",
     "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9, one `runner.py profile` per chapter, as text",

@@ -162,6 +162,8 @@ record() {
             >results/profile_decode_128x2048.txt
         ;;
     qwen3_generation.json) python -m examples.qwen3_generation --json results/qwen3_generation.json ;;
+    loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
+        python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors >results/loop_anatomy_ch19_trims.txt ;;
     loop_anatomy_k16_k19_fa4.txt) # the tile loops of chapters 16 and 19 beside FlashAttention-4's, from the cubin its DSL keeps
         for causal in "" --causal; do
             CUTE_DSL_KEEP=cubin CUTE_DSL_DUMP_DIR="$TMP/fa4" python -m kernels.tools.run_once fa4 --batch 2 --seq-len 4096 --heads 16 $causal

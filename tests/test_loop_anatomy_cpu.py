@@ -45,3 +45,11 @@ def test_the_command_prints_the_table_and_the_order(capsys):
     out = capsys.readouterr().out
     assert "# sources: " in out and "k19_dynamic_schedule: steady" in out
     assert "k19_dynamic_schedule, steady path: mbarrier wait" in out
+
+
+def test_the_command_takes_an_ablation_variant_by_name(capsys):
+    """A variant is named as its folder is (k19_lean); its source is recorded under its path in docs/ablations."""
+    main(["k19_lean"])
+    out = capsys.readouterr().out
+    assert '"docs/ablations/ch19_dynamic_schedule/k19_lean/flash_attention.cu": "sha256:' in out
+    assert "k19_lean: steady" in out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -120,12 +121,16 @@ def event_order(lines: list[str]) -> str:
     return " → ".join(f"{name}×{n}" if n > 1 else name for name, n in runs)
 
 
-def chapter_sass(token: str) -> tuple[str, str]:
-    """A Hopper chapter's name and the SASS of its bf16, non-causal instance for sm_90a."""
+def named_kernel(token: str):
+    """A Hopper chapter by number or name, or an ablation variant by name (``k19_lean``)."""
     from kernels.chapters import chapters, select
+    from kernels.tools.ablations import ablations, is_variant
 
+    variants = {c.name: c for ablation in ablations() for c in ablation.contenders if is_variant(c)}
+    if token in variants:
+        return variants[token]
     (chapter,) = select(chapters(), token)
-    return chapter.name, instance_sass(chapter.kernel)
+    return chapter
 
 
 def cubin_sass(path: Path) -> str:
@@ -136,20 +141,23 @@ def cubin_sass(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("chapters", nargs="*", help="Hopper chapters by number or name, e.g. 16 19")
+    parser.add_argument(
+        "chapters", nargs="*", help="Hopper chapters by number or name, e.g. 16 19, or ablation variants, e.g. k19_lean"
+    )
     parser.add_argument("--cubin", type=Path, help="another kernel's cubin: its kernel with the most wgmma")
     parser.add_argument("--cubin-name", help="what the table calls that kernel (default: the file's name)")
     parser.add_argument("--products", type=int, default=PRODUCTS_PER_TILE, help="wgmma in one tile's loop")
     args = parser.parse_args(argv)
     from kernels.build import nvrtc_version
-    from kernels.tools.sources import sources_line
+    from kernels.tools.sources import SOURCES_LINE, source_hashes
 
-    kernels = [chapter_sass(token) for token in args.chapters]
+    picked = [named_kernel(token) for token in args.chapters]
+    kernels = [(chapter.name, instance_sass(chapter.kernel)) for chapter in picked]
     if args.cubin:
         kernels.append((args.cubin_name or args.cubin.name, cubin_sass(args.cubin)))
         print(f"# cubin: {args.cubin.name}, sha256:{hashlib.sha256(args.cubin.read_bytes()).hexdigest()}")
-    if args.chapters:
-        print(sources_line(args.chapters))
+    if picked:
+        print(SOURCES_LINE + json.dumps(source_hashes(chapter.kernel.source for chapter in picked)))
     print(f"# chapters compiled by NVRTC {nvrtc_version()} for sm_90a, bf16, not causal")
     loops = {name: tile_loop_lines(sass, args.products) for name, sass in kernels}
     columns = {}
