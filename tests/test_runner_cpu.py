@@ -424,6 +424,27 @@ def test_ablate_builds_the_grid_of_median_tflops():
     assert list(steps(run)) == ["k03_ldmatrix", "k04_swizzle"]  # variants take no step
 
 
+def test_a_decode_ablation_grid_is_in_gb_per_s():
+    """At a memory-bound shape the grid shows GB/s, as the run's table does."""
+    rows = [
+        sample_row("torch FA2", "reference", [1.0, 1.0]),
+        sample_row("k02_cp_async", "chapter", [1.0, 1.0]),
+        sample_row("k02_swizzled", "variant", [2.0, 2.0]),
+        sample_row("k03_ldmatrix", "chapter", [1.0, 1.0]),
+        sample_row("k04_swizzle", "chapter", [1.0, 1.0]),
+    ]
+    decode = {**SHAPE, "batch": 8, "seq_len": 1, "heads": 32, "kv_heads": 8, "kv_len": 32768, "causal": False}
+    run = Run.from_json(
+        {**new_run(rows), "shape": decode, "flops": 4 * 8 * 32 * 32768 * 128, "grid": grid_of(FAKE).to_json()}
+    )
+    headers, lines = grid_cells(run)
+    assert headers[0] == "GB/s"
+    assert (
+        lines[0][2]
+        == f"{run.bytes_moved / 2.0 / 1e6:.0f} [{run.bytes_moved / 2.0 / 1e6:.0f}–{run.bytes_moved / 2.0 / 1e6:.0f}] (k02_swizzled)"
+    )
+
+
 def test_a_saved_ablation_shows_its_grid(tmp_path, capsys):
     rows = [
         sample_row("torch FA2", "reference", [1.0]),

@@ -141,17 +141,27 @@ def ceiling_notes(runs: list[Run], ceilings: Ceilings, note: str | None) -> list
 
 
 def grid_cells(run: Run) -> tuple[list[str], list[list[str]]]:
-    """An ablation's grid: a header and one line per grid row, each cell the median TFLOP/s [min–max]."""
+    """An ablation's grid: a header and one line per grid row, each cell the median TFLOP/s [min–max], or GB/s
+    for a memory-bound run, as its table shows."""
     by_name = {row.name: row for row in run.rows}
+    in_bytes = memory_bound(run)
+
+    def rate(row) -> str:
+        return (
+            format_spread(run.gbps_spread(row), run.rounds, digits=0)
+            if in_bytes
+            else format_spread(row.tflops_spread, run.rounds)
+        )
+
     lines = []
     for grid_row in run.grid.rows:
         cells = [grid_row]
         for column in run.grid.columns:
             name = run.grid.cells.get((grid_row, column))
             row = by_name.get(name)
-            cells.append("" if row is None else f"{format_spread(row.tflops_spread, run.rounds)} ({name})")
+            cells.append("" if row is None else f"{rate(row)} ({name})")
         lines.append(cells)
-    return ["TFLOP/s", *run.grid.columns], lines
+    return ["GB/s" if in_bytes else "TFLOP/s", *run.grid.columns], lines
 
 
 def rich_table(run: Run, ceilings: Ceilings) -> Table:
