@@ -219,7 +219,7 @@ def check_decode(parser: Parser, args: argparse.Namespace, argv: list[str]) -> N
     given = [option for option in SHAPE_OPTIONS if any(a == option or a.startswith(f"{option}=") for a in argv)]
     if given:
         parser.error(f"--decode times the decode shapes; it takes no {', '.join(given)}")
-    args.shapes = [dict(shape) for shape in DECODE_SHAPES]
+    set_decode_shapes(parser, args, argv)
 
 
 def set_decode_shapes(parser: Parser, args: argparse.Namespace, argv: list[str]) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import re
 from pathlib import Path
 
@@ -149,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--products", type=int, default=PRODUCTS_PER_TILE, help="wgmma in one tile's loop")
     args = parser.parse_args(argv)
     from kernels.build import nvrtc_version
-    from kernels.tools.sources import SOURCES_LINE, source_hashes
+    from kernels.tools.sources import sources_line_of
 
     picked = [named_kernel(token) for token in args.chapters]
     kernels = [(chapter.name, instance_sass(chapter.kernel)) for chapter in picked]
@@ -157,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
         kernels.append((args.cubin_name or args.cubin.name, cubin_sass(args.cubin)))
         print(f"# cubin: {args.cubin.name}, sha256:{hashlib.sha256(args.cubin.read_bytes()).hexdigest()}")
     if picked:
-        print(SOURCES_LINE + json.dumps(source_hashes(chapter.kernel.source for chapter in picked)))
+        print(sources_line_of(chapter.kernel.source for chapter in picked))
     print(f"# chapters compiled by NVRTC {nvrtc_version()} for sm_90a, bf16, not causal")
     loops = {name: tile_loop_lines(sass, args.products) for name, sass in kernels}
     columns = {}

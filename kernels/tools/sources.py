@@ -57,7 +57,12 @@ def sources_line(tokens: list[str]) -> str:
             picked.append(chapter_for(torch.cuda.current_device()))
         else:
             picked += select(ladder, token)
-    return SOURCES_LINE + json.dumps(source_hashes(chapter.kernel.source for chapter in picked))
+    return sources_line_of(chapter.kernel.source for chapter in picked)
+
+
+def sources_line_of(paths: Iterable[Path]) -> str:
+    """The same line for the sources given, e.g. an ablation variant's."""
+    return SOURCES_LINE + json.dumps(source_hashes(paths))
 
 
 def recorded_in_text(text: str) -> dict[str, str] | None:
