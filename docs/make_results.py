@@ -257,16 +257,11 @@ def generation_section(path: Path) -> list[str]:
     ]
 
 
-def is_profile(path: Path) -> bool:
-    """Whether a JSON file holds profiles saved by `runner.py profile --json`."""
+def saved_kind(path: Path) -> str | None:
+    """What a JSON file that is not a run holds: "profiles" (`runner.py profile --json`), "stalls" (`runner.py stalls
+    --json`, its table in the .txt beside it), or None for a run."""
     data = json.loads(path.read_text())
-    return isinstance(data, dict) and "profiles" in data
-
-
-def is_stalls(path: Path) -> bool:
-    """Whether a JSON file holds stall samples saved by `runner.py stalls --json` (its .txt beside it is the table)."""
-    data = json.loads(path.read_text())
-    return isinstance(data, dict) and "stalls" in data
+    return next((kind for kind in ("profiles", "stalls") if isinstance(data, dict) and kind in data), None)
 
 
 def stalls_section(path: Path) -> list[str]:
@@ -287,7 +282,9 @@ def results_page(results: Path) -> str:
     """The whole page: every file in ``results``, each once under a heading naming it, text files as links."""
     files = sorted(path for path in results.iterdir() if path.is_file() and not path.name.startswith("."))
     json_files = [path for path in files if path.suffix == ".json"]
-    profiles = [path for path in json_files if path.name != PEAK_FILE and is_profile(path)]
+    kinds = {path: saved_kind(path) for path in json_files if path.name != PEAK_FILE}
+    profiles = [path for path, kind in kinds.items() if kind == "profiles"]
+    stalls = [path for path, kind in kinds.items() if kind == "stalls"]
     order = list(RUN_TITLES)
 
     def place(path: Path) -> tuple[int, str]:
@@ -296,7 +293,6 @@ def results_page(results: Path) -> str:
         return known + (path.name not in order and load_runs(path)[0].grid is not None), path.name
 
     special = (PEAK_FILE, GENERATION_FILE)
-    stalls = [path for path in json_files if is_stalls(path)]
     run_files = sorted(
         (path for path in json_files if path.name not in special and path not in profiles and path not in stalls),
         key=place,
