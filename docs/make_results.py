@@ -31,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 from kernels.tools.ceilings import Ceilings, load_ceilings  # noqa: E402
 from kernels.tools.peak import load_peak, markdown_tables  # noqa: E402
 from kernels.tools.profiling import load_profile_table  # noqa: E402
+from kernels.tools.read_rate import load_read_rate  # noqa: E402
+from kernels.tools.read_rate import markdown_tables as read_rate_tables  # noqa: E402
 from kernels.tools.runs import Run, RunFileError, load_runs, shape_title  # noqa: E402
 from kernels.tools.stats import Spread, ratio_spread, verdict  # noqa: E402
 from kernels.tools.tables import (  # noqa: E402
@@ -141,6 +143,7 @@ RUN_TITLES = {
     "fa4_k16_k19.json": "FlashAttention-4 beside chapters 16 and 19 (4,096 keys, full and causal; 1,024; 16,384)",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
+READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
 # What a text file holds, for its link; another .txt is described by its first line.
 TEXT_FILES = {
     "loop_anatomy_ch19_trims.txt": "one tile of chapter 19's tile loop and of its trimmed variants, in SASS "
@@ -152,6 +155,7 @@ TEXT_FILES = {
     "the op, prefill and chunked",
     "qwen3_attention_repeats.txt": "the Qwen3 example four times in a row, twice on the op's default chapter and "
     "twice on chapter 15",
+    "read_rate.txt": "the tables of `results/read_rate.json` as the terminal printed them (`runner.py read_rate`)",
     "sanitizer.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 7-16 (`scripts/sanitize.py`)",
     "sanitizer_k17_k18.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 17 and 18, with a "
     "decode shape (`scripts/sanitize.py 17 18`)",
@@ -203,6 +207,19 @@ def peak_section(path: Path) -> list[str]:
         markdown_tables(run),
         f"- command: `{env.get('command', '?')}`\n- torch {env.get('torch', '?')}, cupy {env.get('cupy', '?')}\n"
         f"- date: {env.get('date', '?')}\n",
+    ]
+
+
+def read_rate_section(path: Path) -> list[str]:
+    """results/read_rate.json: how fast each copy mechanism reads a decode KV cache, as `runner.py read_rate
+    --markdown` prints it."""
+    run = load_read_rate(path)
+    env = run.environment
+    return [
+        heading("Reading a decode KV cache: the TMA, cp.async and 16-byte loads", path),
+        read_rate_tables(run),
+        f"- command: `{env.get('command', '?')}`\n- GPU: {env.get('device', '?')}; readers compiled by NVRTC "
+        f"{env.get('nvrtc', '?')}\n- date: {env.get('date', '?')}\n",
     ]
 
 
@@ -292,7 +309,7 @@ def results_page(results: Path) -> str:
         known = order.index(path.name) if path.name in order else len(order)
         return known + (path.name not in order and load_runs(path)[0].grid is not None), path.name
 
-    special = (PEAK_FILE, GENERATION_FILE)
+    special = (PEAK_FILE, READ_RATE_FILE, GENERATION_FILE)
     run_files = sorted(
         (path for path in json_files if path.name not in special and path not in profiles and path not in stalls),
         key=place,
@@ -314,6 +331,8 @@ def results_page(results: Path) -> str:
         parts += run_section(path, results)
     if (results / PEAK_FILE).exists():
         parts += peak_section(results / PEAK_FILE)
+    if (results / READ_RATE_FILE).exists():
+        parts += read_rate_section(results / READ_RATE_FILE)
     for path in profiles:
         parts += profile_section(path)
     for path in stalls:

@@ -94,6 +94,7 @@ record() {
         merge results/ablation_ch19_ping_pong.json "$TMP"/pp_{headline,causal,1024,16384}.json
         ;;
     peak.json) python runner.py peak --json results/peak.json ;;
+    read_rate.json) python runner.py read_rate --rounds 5 --json results/read_rate.json >results/read_rate.txt ;;
     profile_k02_to_k04.json)
         python runner.py profile 2 3 4 --json results/profile_k02_to_k04.json >results/profile_k02_to_k04.txt
         ;;

@@ -8,6 +8,7 @@
     python runner.py profile [N|fa2 ...]  Nsight Compute, side by side kernels.tools.profiling
     python runner.py stalls [N|fa4 ...]   where the warps wait         kernels.tools.stalls
     python runner.py peak                 the GPU's ceilings           kernels.tools.peak
+    python runner.py read_rate            reading a decode KV cache    kernels.tools.read_rate
 
 Every option is parsed here, before torch is imported: --help and a mistake answer at once, and a handler's
 module (which imports torch) is imported only to run the command.
@@ -165,8 +166,9 @@ def ladder_parser() -> Parser:
         prog="runner.py",
         description="Time every chapter and torch's attention on the same Q, K, V, in interleaved rounds, "
         "and print the ladder.",
-        epilog="Other commands: `runner.py ablate N`, `runner.py decode`, `runner.py peak`, `runner.py inspect`, "
-        "`runner.py diff A B`, `runner.py profile N [fa2|cudnn|fa4]`, `runner.py stalls N [fa4]` (each has --help).",
+        epilog="Other commands: `runner.py ablate N`, `runner.py decode`, `runner.py peak`, `runner.py read_rate`, "
+        "`runner.py inspect`, `runner.py diff A B`, `runner.py profile N [fa2|cudnn|fa4]`, `runner.py stalls N [fa4]` "
+        "(each has --help).",
         checks=(check_shape, check_from_json, check_outputs),
     )
     add_measuring_options(parser)
@@ -352,6 +354,23 @@ def peak_parser() -> Parser:
     return parser
 
 
+def read_rate_parser() -> Parser:
+    """`runner.py read_rate`."""
+    parser = Parser(
+        prog="runner.py read_rate",
+        description="Measure how fast the GPU reads a decode KV cache: K and V at the decode shapes' batch, kv_len and "
+        "kv_heads (head_dim 128, bf16), read by the TMA as chapter 19 copies and with one box per 256-byte row, by "
+        "cp.async from the producer warpgroup's threads (contiguous chunks of tiles per block, or items of 4 "
+        "tiles dealt round), and by 16-byte loads from every thread; each reader's XOR of the words it received is "
+        "checked first. In GB/s of K and V, interleaved rounds. Needs a Hopper GPU (sm_90).",
+        checks=(check_outputs,),
+    )
+    parser.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds; medians are shown")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also save every sample as JSON")
+    parser.add_argument("--markdown", action="store_true", help="print GitHub Markdown tables instead")
+    return parser
+
+
 def run_once_parser(prog: str) -> Parser:
     """`python -m kernels.tools.run_once`: the program `runner.py profile` runs under ncu."""
     parser = Parser(prog=prog, description="Run attention kernels once each at one shape.")
@@ -384,6 +403,7 @@ COMMANDS = {
     "profile": Command(profile_parser, later("kernels.tools.profiling", "run_profile")),
     "stalls": Command(stalls_parser, later("kernels.tools.stalls", "run_stalls")),
     "peak": Command(peak_parser, later("kernels.tools.peak", "run_peak")),
+    "read_rate": Command(read_rate_parser, later("kernels.tools.read_rate", "run_read_rate")),
 }
 
 
