@@ -32,7 +32,7 @@ def cuda_driver():
     return driver
 
 
-def tensor_map(tensor: torch.Tensor, box_rows: int, box_cols: int, *, box_heads: int = 1):
+def tensor_map(tensor: torch.Tensor, box_rows: int, box_cols: int, *, box_heads: int = 1, swizzle: bool = True):
     """The map of a contiguous (batch, seq_len, heads, head_dim) tensor for copies of (box_rows, box_cols) of heads.
 
     The driver counts dimensions innermost first: (head_dim, heads, seq_len, batch), and a copy's box is
@@ -40,7 +40,8 @@ def tensor_map(tensor: torch.Tensor, box_rows: int, box_cols: int, *, box_heads:
     heads of one row lie one after the other, then those of the next row. Rows past seq_len arrive as zeros,
     so the last tile of a sequence needs no bounds check, and one batch's rows never spill into the next.
     TMA needs the address 16-byte aligned and every stride a multiple of 16 bytes; a contiguous tensor of
-    128-element rows at a 16-byte aligned address (what ``check_inputs`` hands the kernels) has both.
+    128-element rows at a 16-byte aligned address (what ``check_inputs`` hands the kernels) has both. With
+    ``swizzle=False`` the copy writes the box as it is, rows one after the other, and a box row may be a whole row.
     """
     if tensor.dtype not in ELEMENT_TYPES:
         raise TypeError(f"a tensor map takes torch.bfloat16 or torch.float16, got {tensor.dtype}")
@@ -49,16 +50,24 @@ def tensor_map(tensor: torch.Tensor, box_rows: int, box_cols: int, *, box_heads:
             f"a tensor map needs a contiguous, 16-byte aligned (batch, seq_len, heads, head_dim) tensor; got shape "
             f"{tuple(tensor.shape)}, strides {tensor.stride()}, address {tensor.data_ptr():#x}"
         )
-    if box_cols * tensor.element_size() > SWIZZLE_BYTES:
+    if swizzle and box_cols * tensor.element_size() > SWIZZLE_BYTES:
         raise ValueError(f"a box row is at most {SWIZZLE_BYTES} bytes in the 128-byte swizzle, got {box_cols} columns")
-    return _encoded(tensor.data_ptr(), tuple(tensor.shape), tensor.dtype, box_rows, box_cols, box_heads)
+    return _encoded(tensor.data_ptr(), tuple(tensor.shape), tensor.dtype, box_rows, box_cols, box_heads, swizzle)
 
 
 # A map depends on the address, the shape and the box alone, not on the values, and encoding one through
 # cuda-bindings is Python work on the host at every call, which shows beside a decode step's short kernel: the
 # maps of tensors seen before are kept (a model passes the same KV cache at every step).
 @functools.lru_cache(maxsize=256)
-def _encoded(address: int, shape: tuple[int, ...], dtype: torch.dtype, box_rows: int, box_cols: int, box_heads: int):
+def _encoded(
+    address: int,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    box_rows: int,
+    box_cols: int,
+    box_heads: int,
+    swizzle: bool = True,
+):
     driver = cuda_driver()
     batch, seq_len, heads, head_dim = shape
     element = dtype.itemsize
@@ -75,7 +84,9 @@ def _encoded(address: int, shape: tuple[int, ...], dtype: torch.dtype, box_rows:
             [driver.cuuint32_t(n) for n in box],
             [driver.cuuint32_t(1)] * len(dims),  # every element of the box, none skipped
             driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-            driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B
+            if swizzle
+            else driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
             driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,  # zeros, not NaN, past the end
         )

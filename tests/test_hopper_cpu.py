@@ -256,6 +256,16 @@ def test_tensor_map_dimensions_innermost_first(driver):
     assert fill == driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE  # zeros past the end
 
 
+def test_an_unswizzled_map_takes_whole_rows(driver):
+    """Without the swizzle a box row may be a whole 256-byte row of a head; the driver is told no swizzle."""
+    tensor = torch.zeros(2, 256, 4, 128, dtype=torch.bfloat16)
+    tensor_map(tensor, 128, 128, swizzle=False)
+    [(_, _, _, _, _, box, _, _, swizzle, _, _)] = driver.calls
+    assert values(box) == [128, 1, 128, 1] and swizzle == driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE
+    tensor_map(tensor, 128, 64)  # half a row, swizzled: another map
+    assert len(driver.calls) == 2
+
+
 def test_a_map_is_encoded_once_per_address_shape_and_box(driver):
     """The maps of a tensor seen before are kept; another address, shape or box is encoded anew."""
     tensor = torch.zeros(2, 256, 4, 128, dtype=torch.bfloat16)

@@ -30,7 +30,7 @@ from tabulate import tabulate
 
 from kernels.build import nvrtc_version
 from kernels.launch import DTYPES, KernelError, gpu_arch, kernel_constants, load_function
-from kernels.tma import ELEMENT_TYPES, TensorMapError, cuda_driver, tensor_map
+from kernels.tma import ELEMENT_TYPES, TensorMapError, tensor_map
 from kernels.tools.cli import ToolError
 from kernels.tools.commands import DECODE_SHAPES
 from kernels.tools.peak import PEAK_DIR, PeakSource
@@ -128,36 +128,6 @@ def check_kv(k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"kv_len must be a multiple of {BLOCK_KV} (the readers copy whole tiles), got {k.shape[1]}")
 
 
-def row_map(tensor: torch.Tensor, box_rows: int):
-    """The map of a contiguous (batch, kv_len, kv_heads, 128) tensor for copies of box_rows whole 256-byte rows of
-    one head, unswizzled: kernels.tma's maps use the 128-byte swizzle, whose box row is at most 128 bytes."""
-    driver = cuda_driver()
-    batch, kv_len, kv_heads, head_dim = tensor.shape
-    element = tensor.element_size()
-    dims = (head_dim, kv_heads, kv_len, batch)  # innermost first, as tensor_map's
-    strides = (head_dim * element, kv_heads * head_dim * element, kv_len * kv_heads * head_dim * element)
-    box = (head_dim, 1, box_rows, 1)
-    try:
-        status, encoded = driver.cuTensorMapEncodeTiled(
-            getattr(driver.CUtensorMapDataType, ELEMENT_TYPES[tensor.dtype]),
-            len(dims),
-            tensor.data_ptr(),
-            [driver.cuuint64_t(n) for n in dims],
-            [driver.cuuint64_t(n) for n in strides],
-            [driver.cuuint32_t(n) for n in box],
-            [driver.cuuint32_t(1)] * len(dims),
-            driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-            driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
-            driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,  # as kernels.tma's maps
-            driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    except RuntimeError as error:
-        raise TensorMapError(f"the CUDA driver could not encode a tensor map: {error}") from error
-    if status != driver.CUresult.CUDA_SUCCESS:
-        raise TensorMapError(f"cuTensorMapEncodeTiled refused dims {dims}, box {box}: {status.name}")
-    return encoded
-
-
 @functools.cache
 def _function(entry: str, device_index: int, smem_bytes: int):
     """One kernel of peak/read_rate.cu, compiled for sm_90a and loaded on the device once."""
@@ -228,9 +198,8 @@ def reader_launch(
         n_threads, smem_bytes, blocks = N_THREADS, SMEM_BYTES, sms
         if reader.name in TMA_READERS:
             planes = TMA_READERS[reader.name]
-            maps = tuple(
-                tensor_map(t, BLOCK_KV, HEAD_DIM // planes) if planes > 1 else row_map(t, BLOCK_KV) for t in (k, v)
-            )
+            # One box per plane takes the 128-byte swizzle; one box of a whole 256-byte row cannot, and goes without.
+            maps = tuple(tensor_map(t, BLOCK_KV, HEAD_DIM // planes, swizzle=planes > 1) for t in (k, v))
             tensors = tuple(CPointer(encoded.getPtr()) for encoded in maps)  # CuPy passes the bytes pointed to
         else:
             tensors = (np.uint64(k.data_ptr()), np.uint64(v.data_ptr()))
