@@ -141,6 +141,7 @@ RUN_TITLES = {
     "sweep_causal_k16.json": "Sequence-length sweep, chapters 14-16, causal",
     "dynamic_schedule.json": "Chapter 19 beside 16 and 18: 16,384 keys, the headline shape, causal",
     "fa4_k16_k19.json": "FlashAttention-4 beside chapters 16 and 19 (4,096 keys, full and causal; 1,024; 16,384)",
+    "fa4_k19_k20.json": "FlashAttention-4 beside chapters 19 and 20 (4,096 keys, full and causal; 1,024; 16,384)",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -161,6 +162,8 @@ TEXT_FILES = {
     "decode shape (`scripts/sanitize.py 17 18`)",
     "sanitizer_k19.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 19, with a decode shape "
     "(`scripts/sanitize.py 19`)",
+    "sanitizer_k20.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 20, with a decode shape "
+    "(`scripts/sanitize.py 20`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`

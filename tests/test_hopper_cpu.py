@@ -1,6 +1,7 @@
 """The Hopper chapters (9 on) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
 import itertools
+import math
 import re
 import shutil
 import subprocess
@@ -12,12 +13,12 @@ import torch
 
 from kernels import KernelError
 from kernels.build import ALL_INSTANCES, compile_nvrtc
-from kernels.launch import AttentionKernel
+from kernels.launch import DECODE_INSTANCES, DECODE_MIN_SPLIT_TILES, DECODE_WAVES, AttentionKernel, decode_split_count
 from kernels.tma import TensorMapError, tensor_map
 from kernels.tma import _encoded as encoded_maps
 from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
-from kernels.tools.sass import opcodes, resource_usage
+from kernels.tools.sass import disassemble, opcodes, resource_usage
 from tests.helpers import CHAPTERS, sass_text, source_constant, total
 
 by_number = {c.number: c for c in CHAPTERS}
@@ -563,3 +564,33 @@ def test_the_causal_tile_loop_divides_nothing(chapter):
     assert not [line for line in loop if "MUFU.RCP" in line or "I2F" in line]
     if chapter.slug == "packed_gqa":
         assert len(loop) <= len(causal_loop(by_number[chapter.number - 1])) + 2
+
+
+DECODE_CHAPTERS = [c for c in CHAPTERS if c.kernel.decode is not None]
+
+
+@pytest.mark.parametrize("chapter", DECODE_CHAPTERS, ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype, causal", list(DECODE_INSTANCES))
+def test_the_decode_kernel_copies_with_cp_async_and_multiplies_16_row_tiles(chapter, dtype, causal):
+    """decode_attention copies K and V with cp.async (LDGSTS) and multiplies with mma.sync (HMMA) and ldmatrix,
+    no TMA or wgmma; it spills nothing, and DECODE_BLOCKS_PER_SM blocks fit on one SM in registers and shared
+    memory, as its launch bounds promise."""
+    cubin = compile_nvrtc(chapter.source, "sm_90a", chapter.kernel.instances)
+    name = cubin.lowered_names[DECODE_INSTANCES[dtype, causal]]
+    ops = Counter(mnemonic(op) for op in opcodes(disassemble(cubin)[name]).elements())
+    assert ops["LDGSTS"] > 0 and ops["HMMA"] > 0 and ops["LDSM"] > 0
+    assert ops["UTMALDG"] == ops["HGMMA"] == 0
+    usage = resource_usage(cubin)[name]
+    decode = chapter.kernel.decode
+    assert usage.get("LOCAL", 0) == usage.get("STACK", 0) == 0
+    assert decode["DECODE_BLOCKS_PER_SM"] * decode["DECODE_THREADS"] * usage["REG"] <= 65536
+    assert decode["DECODE_BLOCKS_PER_SM"] * (decode["DECODE_SMEM_BYTES"] + 1024) <= 228 * 1024
+
+
+def test_decode_splits_fill_the_gpu_and_keep_their_tiles():
+    """A decode call's splits: none when the (sequence, K/V head) pairs already make the waves; otherwise enough
+    for them, but never below DECODE_MIN_SPLIT_TILES key tiles a split."""
+    assert decode_split_count(units=2048, key_tiles=32, slots=264) == 1
+    assert decode_split_count(units=64, key_tiles=512, slots=264) == math.ceil(DECODE_WAVES * 264 / 64)
+    assert decode_split_count(units=8, key_tiles=68, slots=264) == 68 // DECODE_MIN_SPLIT_TILES
+    assert decode_split_count(units=8, key_tiles=1, slots=264) == 1
