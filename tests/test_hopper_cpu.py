@@ -594,3 +594,13 @@ def test_decode_splits_fill_the_gpu_and_keep_their_tiles():
     assert decode_split_count(units=64, key_tiles=512, slots=264) == math.ceil(DECODE_WAVES * 264 / 64)
     assert decode_split_count(units=8, key_tiles=68, slots=264) == 68 // DECODE_MIN_SPLIT_TILES
     assert decode_split_count(units=8, key_tiles=1, slots=264) == 1
+
+
+@pytest.mark.parametrize("chapter", DECODE_CHAPTERS, ids=lambda c: c.name)
+def test_the_decode_kernel_takes_tiles_of_at_most_16_rows(chapter):
+    """A call runs the decode kernel when one K/V group's positions fit in DECODE_ROWS rows: one position of up to
+    16 heads, or up to 16 positions of one; a taller tile, prefill included, runs the chapter's main kernel."""
+    decodes = chapter.kernel.decodes
+    assert decodes((3, 1, 32, 128), 8) and decodes((2, 16, 4, 128), 4) and decodes((2, 1, 64, 128), 4)
+    assert not decodes((2, 5, 16, 128), 2) and not decodes((2, 1, 68, 128), 4)
+    assert not decodes((16, 4096, 16, 128), 16)
