@@ -163,6 +163,10 @@ record() {
         python runner.py profile 18 19 --seq-len 16384 --json results/profile_k18_k19_16384.json \
             >results/profile_k18_k19_16384.txt
         ;;
+    profile_decode_k20.json) # the decode kernel beside kernel 19 and cuDNN's at the first decode shape
+        python runner.py profile 19 20 cudnn --batch 64 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 8192 \
+            --json results/profile_decode_k20.json >results/profile_decode_k20.txt
+        ;;
     profile_decode_1x4352.json) # one sequence decoding, as examples/qwen3_generation.py at batch 1: the split keys
         python runner.py profile 19 cudnn --batch 1 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 4352 --json results/profile_decode_1x4352.json >results/profile_decode_1x4352.txt
         ;;
