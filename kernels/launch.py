@@ -22,9 +22,8 @@ SOFTMAX_SCALE = 1.0 / math.sqrt(HEAD_DIM)  # the scale of the scores q·k when n
 SPLIT_BELOW = 0.8
 SPLIT_EFFICIENCY = 0.85
 COMBINE_WARPS = 4  # combine_splits: one warp per row of the output
-# A decode kernel's splits: enough blocks for DECODE_WAVES rounds of the blocks the GPU holds at once, none with
-# fewer than DECODE_MIN_SPLIT_TILES key tiles (each split writes its fp32 rows, which cost bytes too).
-DECODE_WAVES = 4
+# A decode kernel's splits: as many as give each SM one block, none with fewer than DECODE_MIN_SPLIT_TILES key
+# tiles. One block per SM keeps DRAM busy; each further split costs a block's start and end and its fp32 rows.
 DECODE_MIN_SPLIT_TILES = 2
 # The merge after a split launch, per element type: a second entry of a split-KV chapter's .cu.
 COMBINE_INSTANCES = {dtype: f"combine_splits<{name}>" for dtype, name in CUDA_TYPES.items()}
@@ -256,11 +255,10 @@ def split_count(query_tiles: int, key_tiles: int, sms: int) -> int:
     return next(n for n in counts if last_wave_fill(n) >= SPLIT_EFFICIENCY * best)
 
 
-def decode_split_count(units: int, key_tiles: int, slots: int) -> int:
-    """How many splits a decode kernel deals each (sequence, K/V head)'s key tiles to: enough blocks for DECODE_WAVES
-    rounds of the `slots` blocks the GPU holds at once, none shorter than DECODE_MIN_SPLIT_TILES tiles."""
-    wanted = math.ceil(DECODE_WAVES * slots / units)
-    return max(1, min(wanted, key_tiles // DECODE_MIN_SPLIT_TILES))
+def decode_split_count(units: int, key_tiles: int, sms: int) -> int:
+    """How many splits a decode kernel deals each (sequence, K/V head)'s key tiles to: as many as give each of the
+    `sms` SMs one block, none shorter than DECODE_MIN_SPLIT_TILES tiles."""
+    return max(1, min(sms // units, key_tiles // DECODE_MIN_SPLIT_TILES))
 
 
 def gpu_arch(device_index: int) -> str:
@@ -477,8 +475,7 @@ class AttentionKernel:
         if not self.kv_cache:
             return 1
         if self.decodes(q_shape, n_kv_heads):
-            slots = sms * self.decode["DECODE_BLOCKS_PER_SM"]
-            return decode_split_count(q_shape[0] * n_kv_heads, math.ceil(seq_len_k / self.decode["DECODE_KV"]), slots)
+            return decode_split_count(q_shape[0] * n_kv_heads, math.ceil(seq_len_k / self.decode["DECODE_KV"]), sms)
         return split_count(math.prod(self.query_tiles(q_shape, n_kv_heads)), math.ceil(seq_len_k / self.block_q), sms)
 
     def decodes(self, q_shape: tuple[int, ...], n_kv_heads: int) -> bool:

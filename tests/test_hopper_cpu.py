@@ -1,7 +1,6 @@
 """The Hopper chapters (9 on) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
 import itertools
-import math
 import re
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import torch
 
 from kernels import KernelError
 from kernels.build import ALL_INSTANCES, compile_nvrtc
-from kernels.launch import DECODE_INSTANCES, DECODE_MIN_SPLIT_TILES, DECODE_WAVES, AttentionKernel, decode_split_count
+from kernels.launch import DECODE_INSTANCES, DECODE_MIN_SPLIT_TILES, AttentionKernel, decode_split_count
 from kernels.tma import TensorMapError, tensor_map
 from kernels.tma import _encoded as encoded_maps
 from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
@@ -588,12 +587,13 @@ def test_the_decode_kernel_copies_with_cp_async_and_multiplies_16_row_tiles(chap
 
 
 def test_decode_splits_fill_the_gpu_and_keep_their_tiles():
-    """A decode call's splits: none when the (sequence, K/V head) pairs already make the waves; otherwise enough
-    for them, but never below DECODE_MIN_SPLIT_TILES key tiles a split."""
-    assert decode_split_count(units=2048, key_tiles=32, slots=264) == 1
-    assert decode_split_count(units=64, key_tiles=512, slots=264) == math.ceil(DECODE_WAVES * 264 / 64)
-    assert decode_split_count(units=8, key_tiles=68, slots=264) == 68 // DECODE_MIN_SPLIT_TILES
-    assert decode_split_count(units=8, key_tiles=1, slots=264) == 1
+    """A decode call's splits: none when the (sequence, K/V head) pairs already give every SM a block; otherwise as
+    many as give each SM one, but never below DECODE_MIN_SPLIT_TILES key tiles a split."""
+    assert decode_split_count(units=2048, key_tiles=32, sms=132) == 1
+    assert decode_split_count(units=512, key_tiles=128, sms=132) == 1
+    assert decode_split_count(units=64, key_tiles=512, sms=132) == 2  # 128 blocks, one to an SM
+    assert decode_split_count(units=8, key_tiles=20, sms=132) == 20 // DECODE_MIN_SPLIT_TILES
+    assert decode_split_count(units=8, key_tiles=1, sms=132) == 1
 
 
 @pytest.mark.parametrize("chapter", DECODE_CHAPTERS, ids=lambda c: c.name)
