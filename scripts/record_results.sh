@@ -60,13 +60,6 @@ record() {
         python runner.py --kernels 16,19 --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/fa4_16384.json"
         merge results/fa4_k16_k19.json "$TMP"/fa4_{headline,causal,1024,16384}.json
         ;;
-    fa4_k19_k20.json) # FlashAttention-4 beside chapters 19 and 20 at the four shapes of fa4_k16_k19.json
-        python runner.py --kernels 19,20 --rounds 5 --json "$TMP/fa4_headline.json"
-        python runner.py --kernels 19,20 --rounds 5 --causal --json "$TMP/fa4_causal.json"
-        python runner.py --kernels 19,20 --rounds 5 --batch 64 --seq-len 1024 --json "$TMP/fa4_1024.json"
-        python runner.py --kernels 19,20 --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/fa4_16384.json"
-        merge results/fa4_k19_k20.json "$TMP"/fa4_{headline,causal,1024,16384}.json
-        ;;
     decode.json) python runner.py decode --rounds 5 --json results/decode.json ;;
     sweep.json) python runner.py --seq-len 1024,16384 --kernels 5,8,10,11,12,13,14,15 --rounds 5 --json results/sweep.json ;;
     sweep_causal.json)

@@ -19,6 +19,7 @@ from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
 from kernels.tools.sass import disassemble, opcodes, resource_usage
 from tests.helpers import CHAPTERS, sass_text, source_constant, total
+from tests.test_docs_cpu import PREFILL_AS_BEFORE
 
 by_number = {c.number: c for c in CHAPTERS}
 REGISTER_FILE = 65536  # 32-bit registers per SM, shared by the threads of its blocks
@@ -584,6 +585,20 @@ def test_the_decode_kernel_copies_with_cp_async_and_multiplies_16_row_tiles(chap
     assert usage.get("LOCAL", 0) == usage.get("STACK", 0) == 0
     assert decode["DECODE_BLOCKS_PER_SM"] * decode["DECODE_THREADS"] * usage["REG"] <= 65536
     assert decode["DECODE_BLOCKS_PER_SM"] * (decode["DECODE_SMEM_BYTES"] + 1024) <= 228 * 1024
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_the_first_decode_chapter_prefills_with_its_predecessors_kernel_instruction_for_instruction(instance):
+    """The chapter that adds a decode kernel leaves the other alone: every flash_attention instance's SASS is the
+    chapter before it's, instruction for instruction (addresses aside), so only decode calls can change speed."""
+    first = DECODE_CHAPTERS[0]
+    assert first.number == PREFILL_AS_BEFORE  # the page that shows no prefill step for it
+    before = next(c for c in CHAPTERS if c.number == first.number - 1)
+
+    def instructions(chapter) -> list[str]:
+        return [re.sub(r"/\*[0-9a-f]{4,}\*/", "", line).strip() for line in sass_text(chapter, instance).splitlines()]
+
+    assert instructions(first) == instructions(before)
 
 
 def test_decode_splits_fill_the_gpu_and_keep_their_tiles():

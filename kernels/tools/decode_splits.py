@@ -92,12 +92,19 @@ def gb_per_s(measured: dict, name: str) -> Spread:
     return spread([measured["kv_bytes"] / ms / 1e6 for ms in round_medians(measured["samples_ms"][name])])
 
 
-def print_shape(measured: dict, rounds: int) -> None:
-    """One shape's table."""
+def shape_table(measured: dict, rounds: int, tablefmt: str = "simple") -> str:
+    """One shape's title and table."""
     shape = measured["shape"]
-    print(f"batch {shape['batch']} × {shape['kv_len']:,} keys, heads {shape['heads']}/{shape['kv_heads']}")
+    title = f"batch {shape['batch']} × {shape['kv_len']:,} keys, heads {shape['heads']}/{shape['kv_heads']}"
     rows = [[name, format_spread(gb_per_s(measured, name), rounds, digits=0)] for name in measured["samples_ms"]]
-    print(tabulate(rows, headers=["splits", "GB/s of K and V"]) + "\n")
+    return f"{title}\n\n" + tabulate(rows, headers=["splits", "GB/s of K and V"], tablefmt=tablefmt)
+
+
+def markdown_tables(saved: dict) -> str:
+    """A saved file's tables in GitHub Markdown, each under its shape, for docs/results.md."""
+    rounds = len(next(iter(saved["shapes"][0]["samples_ms"].values())))
+    tables = [shape_table(measured, rounds, "github") for measured in saved["shapes"]]
+    return "\n\n".join(tables) + f"\n\nMedian over {rounds} rounds [min–max], bf16, head_dim 128.\n"
 
 
 def run_decode_splits(args: argparse.Namespace) -> int:
@@ -114,7 +121,7 @@ def run_decode_splits(args: argparse.Namespace) -> int:
     measured = []
     for shape in DECODE_SHAPES:
         measured.append(measure_shape(chapter, shape, args.rounds, generator))
-        print_shape(measured[-1], args.rounds)
+        print(shape_table(measured[-1], args.rounds) + "\n")
         torch.cuda.empty_cache()
     print(f"{torch.cuda.get_device_name(0)}: median over {args.rounds} rounds [min–max], bf16, head_dim 128")
     if args.json:
