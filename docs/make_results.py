@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kernels.tools.ceilings import Ceilings, load_ceilings  # noqa: E402
+from kernels.tools.decode_splits import markdown_tables as decode_splits_tables  # noqa: E402
 from kernels.tools.peak import load_peak, markdown_tables  # noqa: E402
 from kernels.tools.profiling import load_profile_table  # noqa: E402
 from kernels.tools.read_rate import load_read_rate  # noqa: E402
@@ -144,6 +145,7 @@ RUN_TITLES = {
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
+DECODE_SPLITS_FILE = "decode_splits.json"  # `python -m kernels.tools.decode_splits --json results/decode_splits.json`
 # What a text file holds, for its link; another .txt is described by its first line.
 TEXT_FILES = {
     "loop_anatomy_ch19_trims.txt": "one tile of chapter 19's tile loop and of its trimmed variants, in SASS "
@@ -156,11 +158,15 @@ TEXT_FILES = {
     "qwen3_attention_repeats.txt": "the Qwen3 example four times in a row, twice on the op's default chapter and "
     "twice on chapter 15",
     "read_rate.txt": "the tables of `results/read_rate.json` as the terminal printed them (`runner.py read_rate`)",
+    "decode_splits.txt": "the tables of `results/decode_splits.json` as the terminal printed them "
+    "(`python -m kernels.tools.decode_splits`)",
     "sanitizer.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 7-16 (`scripts/sanitize.py`)",
     "sanitizer_k17_k18.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 17 and 18, with a "
     "decode shape (`scripts/sanitize.py 17 18`)",
     "sanitizer_k19.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 19, with a decode shape "
     "(`scripts/sanitize.py 19`)",
+    "sanitizer_k20.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 20, with a decode shape "
+    "(`scripts/sanitize.py 20`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
@@ -220,6 +226,17 @@ def read_rate_section(path: Path) -> list[str]:
         read_rate_tables(run),
         f"- command: `{env.get('command', '?')}`\n- GPU: {env.get('device', '?')}; readers compiled by NVRTC "
         f"{env.get('nvrtc', '?')}\n- date: {env.get('date', '?')}\n",
+    ]
+
+
+def decode_splits_section(path: Path) -> list[str]:
+    """results/decode_splits.json: a decode kernel's speed with its rule's split count and with more splits."""
+    saved = json.loads(path.read_text())
+    env = saved["environment"]
+    return [
+        heading("A decode kernel's splits: its rule's count and 2, 4 and 8 times as many, beside cuDNN", path),
+        decode_splits_tables(saved),
+        f"- command: `{env.get('command', '?')}`\n- GPU: {env.get('device', '?')}\n- date: {env.get('date', '?')}\n",
     ]
 
 
@@ -309,7 +326,7 @@ def results_page(results: Path) -> str:
         known = order.index(path.name) if path.name in order else len(order)
         return known + (path.name not in order and load_runs(path)[0].grid is not None), path.name
 
-    special = (PEAK_FILE, READ_RATE_FILE, GENERATION_FILE)
+    special = (PEAK_FILE, READ_RATE_FILE, DECODE_SPLITS_FILE, GENERATION_FILE)
     run_files = sorted(
         (path for path in json_files if path.name not in special and path not in profiles and path not in stalls),
         key=place,
@@ -333,6 +350,8 @@ def results_page(results: Path) -> str:
         parts += peak_section(results / PEAK_FILE)
     if (results / READ_RATE_FILE).exists():
         parts += read_rate_section(results / READ_RATE_FILE)
+    if (results / DECODE_SPLITS_FILE).exists():
+        parts += decode_splits_section(results / DECODE_SPLITS_FILE)
     for path in profiles:
         parts += profile_section(path)
     for path in stalls:

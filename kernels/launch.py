@@ -22,8 +22,16 @@ SOFTMAX_SCALE = 1.0 / math.sqrt(HEAD_DIM)  # the scale of the scores q·k when n
 SPLIT_BELOW = 0.8
 SPLIT_EFFICIENCY = 0.85
 COMBINE_WARPS = 4  # combine_splits: one warp per row of the output
+# A decode kernel's splits: as many as give each SM one block, none with fewer than DECODE_MIN_SPLIT_TILES key
+# tiles. One block per SM keeps DRAM busy; each further split costs a block's start and end and its fp32 rows.
+DECODE_MIN_SPLIT_TILES = 2
 # The merge after a split launch, per element type: a second entry of a split-KV chapter's .cu.
 COMBINE_INSTANCES = {dtype: f"combine_splits<{name}>" for dtype, name in CUDA_TYPES.items()}
+DECODE_INSTANCES = {
+    (dtype, causal): f"decode_attention<{name}, {str(causal).lower()}>"
+    for dtype, name in CUDA_TYPES.items()
+    for causal in (False, True)
+}
 # The element types the kernels take, by the names the command line uses.
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 MAX_GRID_YZ = 65535  # heads go on grid.y and the batch on grid.z: CUDA caps both
@@ -247,6 +255,12 @@ def split_count(query_tiles: int, key_tiles: int, sms: int) -> int:
     return next(n for n in counts if last_wave_fill(n) >= SPLIT_EFFICIENCY * best)
 
 
+def decode_split_count(units: int, key_tiles: int, sms: int) -> int:
+    """How many splits a decode kernel deals each (sequence, K/V head)'s key tiles to: as many as give each of the
+    `sms` SMs one block, none shorter than DECODE_MIN_SPLIT_TILES tiles."""
+    return max(1, min(sms // units, key_tiles // DECODE_MIN_SPLIT_TILES))
+
+
 def gpu_arch(device_index: int) -> str:
     """A GPU's architecture as compilers name it, e.g. "sm_90"."""
     major, minor = torch.cuda.get_device_capability(device_index)
@@ -301,7 +315,9 @@ class AttentionKernel:
     request and splits the keys when the query tiles are too few to fill the GPU (``split_count``), merging the
     splits with its ``combine_splits``; its arguments after o are o_partial, lse, seq_lens_k, and n_splits last.
     ``dynamic_schedule``: the blocks take their work from a counter in global memory (``work_counter``), whose
-    address comes after n_splits.
+    address comes after n_splits. ``decode_kernel``: the ``.cu`` also holds ``decode_attention``, launched instead
+    when a query tile holds at most ``DECODE_ROWS`` rows: a grid of (splits, K/V heads, batch) small blocks taking q, k
+    and v as pointers, its splits by ``decode_split_count``.
 
     Under torch.compile a launch is a graph break: Dynamo runs it as it is, between the graphs it compiles
     (``torch.ops.fa_ladder.attention`` is the form that compiles into one graph).
@@ -317,11 +333,19 @@ class AttentionKernel:
         packed_gqa: bool = False,
         kv_cache: bool = False,
         dynamic_schedule: bool = False,
+        decode_kernel: bool = False,
     ) -> None:
         self.source = source
         self.chapter = source.parent.name
         constants = kernel_constants(source)
-        needed = ("BLOCK_Q", "N_THREADS", "SMEM_BYTES", *(("BLOCK_KV", "PLANE") if tensor_maps else ()))
+        decode_constants = ("DECODE_ROWS", "DECODE_KV", "DECODE_THREADS", "DECODE_SMEM_BYTES", "DECODE_BLOCKS_PER_SM")
+        needed = (
+            "BLOCK_Q",
+            "N_THREADS",
+            "SMEM_BYTES",
+            *(("BLOCK_KV", "PLANE") if tensor_maps else ()),
+            *(decode_constants if decode_kernel else ()),
+        )
         if missing := [name for name in needed if name not in constants]:
             raise ValueError(f"{source}: no constexpr int {', '.join(missing)}, where the launch reads its shape")
         self.block_q = constants["BLOCK_Q"]
@@ -333,8 +357,13 @@ class AttentionKernel:
         self.packed_gqa = packed_gqa
         self.kv_cache = kv_cache
         self.dynamic_schedule = dynamic_schedule
-        self.instances = ALL_INSTANCES + (tuple(COMBINE_INSTANCES.values()) if kv_cache else ())
-        self._loaded: dict[tuple[int, torch.dtype, bool], object] = {}
+        self.decode = {name: constants[name] for name in decode_constants} if decode_kernel else None
+        self.instances = (
+            ALL_INSTANCES
+            + (tuple(COMBINE_INSTANCES.values()) if kv_cache else ())
+            + (tuple(DECODE_INSTANCES.values()) if decode_kernel else ())
+        )
+        self._loaded: dict[tuple, object] = {}
 
     def runs_on(self, gpu: str) -> bool:
         """Whether the kernel runs on a GPU of architecture ``gpu`` (e.g. "sm_90"; sm_90a code runs on sm_90)."""
@@ -382,14 +411,19 @@ class AttentionKernel:
             check_output(out, q)
         batch, seq_len_q, n_heads, head_dim = q.shape
         _, seq_len_k, n_kv_heads, _ = k.shape
-        kernel = self._kernel(q.device.index, q.dtype, bool(causal))
+        decoding = self.decodes(q.shape, n_kv_heads)
+        kernel = self._kernel(q.device.index, q.dtype, bool(causal), decoding)
         tile_heads, _ = self.packed_tile(n_heads, n_kv_heads)
         grid = self.query_tiles(q.shape, n_kv_heads)
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         n_splits = self.splits(q.shape, k.shape, sms)
-        if self.persistent:
+        n_threads, smem_bytes = self.n_threads, self.smem_bytes
+        if decoding:
+            grid = (n_splits, n_kv_heads, batch)
+            n_threads, smem_bytes = self.decode["DECODE_THREADS"], self.decode["DECODE_SMEM_BYTES"]
+        elif self.persistent:
             grid = (min(math.prod(grid) * n_splits, sms), 1, 1)
-        if self.tensor_map_box is None:
+        if self.tensor_map_box is None or decoding:
             inputs = [np.uint64(tensor.data_ptr()) for tensor in (q, k, v)]
         else:
             from cupy.cuda.function import CPointer
@@ -407,11 +441,11 @@ class AttentionKernel:
             *(_address(tensor) for tensor in (out, *((o_partial, lse_partial, seq_lens_k) if self.kv_cache else ()))),
             *(np.int32(n) for n in (seq_len_q, seq_len_k, n_heads, n_kv_heads)),
             np.float32(scale),
-            *((np.int32(batch),) if self.persistent else ()),
+            *((np.int32(batch),) if self.persistent and not decoding else ()),
             *((np.int32(n_splits),) if self.kv_cache else ()),
             *(
                 (_address(work_counter(q.device, torch.cuda.current_stream(q.device))),)
-                if self.dynamic_schedule
+                if self.dynamic_schedule and not decoding
                 else ()
             ),
         )
@@ -421,7 +455,7 @@ class AttentionKernel:
         stream = cupy.cuda.Stream.from_external(torch.cuda.current_stream(q.device))
         try:
             with cupy.cuda.Device(q.device.index):
-                kernel(grid, (self.n_threads,), args, shared_mem=self.smem_bytes, stream=stream)
+                kernel(grid, (n_threads,), args, shared_mem=smem_bytes, stream=stream)
                 if n_splits > 1:
                     rows = batch * seq_len_q * n_heads
                     merge = (o_partial, lse_partial, out, lse)
@@ -440,7 +474,15 @@ class AttentionKernel:
         seq_len_k, n_kv_heads = k_shape[1], k_shape[2]
         if not self.kv_cache:
             return 1
+        if self.decodes(q_shape, n_kv_heads):
+            return decode_split_count(q_shape[0] * n_kv_heads, math.ceil(seq_len_k / self.decode["DECODE_KV"]), sms)
         return split_count(math.prod(self.query_tiles(q_shape, n_kv_heads)), math.ceil(seq_len_k / self.block_q), sms)
+
+    def decodes(self, q_shape: tuple[int, ...], n_kv_heads: int) -> bool:
+        """Whether a call with these q shape and K/V heads runs the decode kernel: a chapter that has one, and a query
+        tile of one K/V group's positions that fits in DECODE_ROWS rows."""
+        _, seq_len_q, n_heads, _ = q_shape
+        return self.decode is not None and seq_len_q * (n_heads // n_kv_heads) <= self.decode["DECODE_ROWS"]
 
     def query_tiles(self, q_shape: tuple[int, ...], n_kv_heads: int) -> tuple[int, int, int]:
         """The query tiles of a call, (along the positions, across the heads, sequences): per (batch, head) without
@@ -468,18 +510,20 @@ class AttentionKernel:
         except TensorMapError as error:
             raise KernelError(f"{self.chapter}: {error}") from error
 
-    def _kernel(self, device_index: int, dtype: torch.dtype, causal: bool):
-        """The loaded kernel for one device, element type and causal flag (compiled and loaded once)."""
-        key = (device_index, dtype, causal)
+    def _kernel(self, device_index: int, dtype: torch.dtype, causal: bool, decoding: bool = False):
+        """The loaded kernel for one device, element type and causal flag, the decode kernel when ``decoding``
+        (compiled and loaded once)."""
+        key = (device_index, dtype, causal, decoding)
         if key not in self._loaded:
             self._loaded[key] = self._load(*key)
         return self._loaded[key]
 
-    def _load(self, device_index: int, dtype: torch.dtype, causal: bool):
+    def _load(self, device_index: int, dtype: torch.dtype, causal: bool, decoding: bool):
         arch = self.build_arch(gpu_arch(device_index))  # a ValueError on a GPU the kernel is not written for
-        entry = name_expression(dtype, causal)
+        entry = DECODE_INSTANCES[dtype, causal] if decoding else name_expression(dtype, causal)
+        smem_bytes = self.decode["DECODE_SMEM_BYTES"] if decoding else self.smem_bytes
         return load_function(
-            self.source, arch, entry, device_index, self.smem_bytes, label=self.chapter, instances=self.instances
+            self.source, arch, entry, device_index, smem_bytes, label=self.chapter, instances=self.instances
         )
 
     def _combine(self, device_index: int, dtype: torch.dtype):

@@ -18,10 +18,10 @@
 constexpr int HEAD_DIM = 128;
 constexpr int ELEMENT_BYTES = 2;  // one bf16 or fp16 value: the readers move bytes, whatever they hold
 constexpr int ROW_BYTES = HEAD_DIM * ELEMENT_BYTES;  // 256: one row of one head
-constexpr int BLOCK_KV = 128;                        // rows per tile: chapters 19 and 20's K/V tile
+constexpr int BLOCK_KV = 128;                        // rows per tile: chapter 19's K/V tile
 constexpr int TILE_BYTES = BLOCK_KV * ROW_BYTES;     // 32 KB of K, or of V
 constexpr int STAGES = 2;                            // shared-memory buffers, each for one tile of K and one of V
-constexpr int N_WARPS = 8;                           // the consumers: two warpgroups, as in chapters 19 and 20
+constexpr int N_WARPS = 8;                           // the consumers: two warpgroups, as in chapter 19
 constexpr int PRODUCER_WARPS = 4;                    // and one warpgroup that copies
 constexpr int N_THREADS = (N_WARPS + PRODUCER_WARPS) * 32;
 constexpr int CONSUMER_THREADS = N_WARPS * 32;
@@ -48,7 +48,7 @@ static_assert(PRODUCER_THREADS % ROW_CHUNKS == 0 && PRODUCER_THREADS / ROW_CHUNK
               "a pass of the producer's threads covers whole rows, a multiple of the swizzle's 8");
 
 // ---------------------------------------------------------------------------------------------------
-// The few PTX wrappers: chapters 19 and 20's, as they write them.
+// The few PTX wrappers: chapter 19's, as it writes them.
 // ---------------------------------------------------------------------------------------------------
 
 // What the host's cuTensorMapEncodeTiled wrote: the tensor, the box one copy moves, the swizzle. Opaque here.
@@ -198,7 +198,7 @@ struct Buffers {
     }
 };
 
-// Arrivals that free a stage: one per consumer warp, as in chapters 19 and 20, where no consumer thread reads a
+// Arrivals that free a stage: one per consumer warp, as in chapter 19, where no consumer thread reads a
 // tile itself. Under CHECKSUM every consumer thread reads the stage, so each one frees it: its own arrival orders
 // its own reads before the producer's next copies into the stage.
 __device__ constexpr int free_arrivals(bool checksum) {

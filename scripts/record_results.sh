@@ -94,6 +94,8 @@ record() {
         merge results/ablation_ch19_ping_pong.json "$TMP"/pp_{headline,causal,1024,16384}.json
         ;;
     peak.json) python runner.py peak --json results/peak.json ;;
+    decode_splits.json) # the decode kernel of chapter 20 with its rule's split count and 2, 4 and 8 times as many
+        python -m kernels.tools.decode_splits --rounds 7 --json results/decode_splits.json >results/decode_splits.txt ;;
     read_rate.json) python runner.py read_rate --rounds 5 --json results/read_rate.json >results/read_rate.txt ;;
     profile_k02_to_k04.json)
         python runner.py profile 2 3 4 --json results/profile_k02_to_k04.json >results/profile_k02_to_k04.txt
@@ -145,6 +147,7 @@ record() {
             >results/profile_decode_8x32768.txt
         ;;
     sanitizer_k19.txt) sanitize 19 >results/sanitizer_k19.txt ;;
+    sanitizer_k20.txt) sanitize 20 >results/sanitizer_k20.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"
@@ -155,6 +158,9 @@ record() {
         python runner.py profile 18 19 --seq-len 16384 --json results/profile_k18_k19_16384.json \
             >results/profile_k18_k19_16384.txt
         ;;
+    profile_decode_k20.json) # the decode kernel beside kernel 19 and cuDNN's at the first decode shape
+        python runner.py profile 19 20 cudnn --batch 64 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 8192 --json results/profile_decode_k20.json \
+            >results/profile_decode_k20.txt ;;
     profile_decode_1x4352.json) # one sequence decoding, as examples/qwen3_generation.py at batch 1: the split keys
         python runner.py profile 19 cudnn --batch 1 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 4352 --json results/profile_decode_1x4352.json >results/profile_decode_1x4352.txt
         ;;

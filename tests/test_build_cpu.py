@@ -6,7 +6,7 @@ import pytest
 
 from kernels import HEAD_DIM, build
 from kernels.build import ALL_INSTANCES, compile_nvcc, compile_nvrtc, ptxas_resources
-from kernels.launch import kernel_constants
+from kernels.launch import DECODE_INSTANCES, kernel_constants
 from kernels.tools.inspection import sass_counts
 from kernels.tools.sass import cuobjdump, resource_usage
 from tests.helpers import (
@@ -125,10 +125,11 @@ def kernel_attributes(cubin) -> dict[str, dict[str, list[int]]]:
     attributes = {}
     for section in re.split(r"^(?=\.\S)", cuobjdump(cubin, "-elf"), flags=re.MULTILINE):
         if name := re.match(r"\.nv\.info\.(\S+)\n", section):
-            threads = re.search(r"EIATTR_MAX_THREADS\s+Format:\s+\w+\s+Value:\s+([^\n]+)", section).group(1)
+            # A kernel without __launch_bounds__ (combine_splits) has no MAX_THREADS: None.
+            threads = re.search(r"EIATTR_MAX_THREADS\s+Format:\s+\w+\s+Value:\s+([^\n]+)", section)
             parameters = PARAMETER.findall(section)
             attributes[name.group(1)] = {
-                "max threads": [int(n, 16) for n in threads.split()],
+                "max threads": [int(n, 16) for n in threads.group(1).split()] if threads else None,
                 "parameters": [int(size, 16) for _, size in sorted(parameters, key=lambda p: int(p[0], 16))],
             }
     return attributes
@@ -322,3 +323,15 @@ def test_nvcc_builds_are_kept_on_disk_too(cache, monkeypatch):
     assert compile_nvcc(source, "sm_80") == first and len(calls) == 1
     monkeypatch.setattr(build, "nvcc_version", lambda: "another nvcc")
     assert compile_nvcc(source, "sm_80").image == first.image and len(calls) == 2
+
+
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c.kernel.decode is not None], ids=lambda c: c.name)
+def test_the_decode_kernel_takes_the_launch_the_runtime_makes(chapter):
+    """decode_attention is compiled for blocks of DECODE_THREADS and takes what a decoding launch passes: q, k and v
+    as pointers, o, o_partial, lse and seq_lens_k, the four lengths and head counts, the scale and the split count."""
+    cubin = compile_nvrtc(chapter.source, "sm_90a", chapter.kernel.instances)
+    attributes = kernel_attributes(cubin)
+    for instance in DECODE_INSTANCES.values():
+        attribute = attributes[cubin.lowered_names[instance]]
+        assert attribute["max threads"] == [chapter.kernel.decode["DECODE_THREADS"], 1, 1], instance
+        assert attribute["parameters"] == [8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4], instance

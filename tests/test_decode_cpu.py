@@ -265,8 +265,36 @@ def test_the_split_counts_are_shown_under_the_table_and_saved(tmp_path, capsys):
     run.splits = {"k18_split_kv": 2}
     print_runs([run], markdown=True, ceilings=Ceilings({"wgmma": 800.0}, 2.0), note=None)
     assert (
-        "split-KV splits, each query tile's keys dealt to: k18_split_kv 2 (rule: split_count" in capsys.readouterr().out
+        "split-KV splits, each query tile's keys dealt to: k18_split_kv 2 (rules: split_count"
+        in capsys.readouterr().out
     )
     save_runs([run], tmp_path / "decode.json")
     assert load_runs(tmp_path / "decode.json")[0].splits == {"k18_split_kv": 2}
     assert "splits" not in json.loads(json.dumps(decode_run().to_json()))  # none for a ladder without split-KV
+
+
+# --- python -m kernels.tools.decode_splits ----------------------------------------------------------------------
+
+
+def test_decode_splits_tries_the_rule_and_its_multiples_within_the_key_tiles():
+    from kernels.launch import decode_split_count
+    from kernels.tools.decode_splits import split_counts
+
+    rule = decode_split_count(64, 512, 132)
+    assert split_counts(64, 512, 132) == [rule, 2 * rule, 4 * rule, 8 * rule]
+    assert split_counts(8, 6, 132) == [decode_split_count(8, 6, 132), 6]  # no more splits than key tiles
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [((), 1, "no CUDA GPU"), (("--rounds", "0"), 2, "--rounds"), (("--chapter", "99"), 1, "no CUDA GPU")],
+)
+def test_decode_splits_without_a_gpu_or_with_bad_options_says_why_in_one_line(args, code, message, capsys, monkeypatch):
+    from kernels.tools import decode_splits
+    from kernels.tools.cli import run
+
+    hide_gpu(monkeypatch)
+    capsys.readouterr()
+    ran_code = run(decode_splits.parser(), decode_splits.run_decode_splits, list(args))
+    err = capsys.readouterr().err
+    assert ran_code == code and len(err.strip().splitlines()) == 1 and message in err, err

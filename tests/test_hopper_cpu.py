@@ -12,13 +12,14 @@ import torch
 
 from kernels import KernelError
 from kernels.build import ALL_INSTANCES, compile_nvrtc
-from kernels.launch import AttentionKernel
+from kernels.launch import DECODE_INSTANCES, DECODE_MIN_SPLIT_TILES, AttentionKernel, decode_split_count
 from kernels.tma import TensorMapError, tensor_map
 from kernels.tma import _encoded as encoded_maps
 from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
-from kernels.tools.sass import opcodes, resource_usage
+from kernels.tools.sass import disassemble, opcodes, resource_usage
 from tests.helpers import CHAPTERS, sass_text, source_constant, total
+from tests.test_docs_cpu import PREFILL_AS_BEFORE
 
 by_number = {c.number: c for c in CHAPTERS}
 REGISTER_FILE = 65536  # 32-bit registers per SM, shared by the threads of its blocks
@@ -563,3 +564,58 @@ def test_the_causal_tile_loop_divides_nothing(chapter):
     assert not [line for line in loop if "MUFU.RCP" in line or "I2F" in line]
     if chapter.slug == "packed_gqa":
         assert len(loop) <= len(causal_loop(by_number[chapter.number - 1])) + 2
+
+
+DECODE_CHAPTERS = [c for c in CHAPTERS if c.kernel.decode is not None]
+
+
+@pytest.mark.parametrize("chapter", DECODE_CHAPTERS, ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype, causal", list(DECODE_INSTANCES))
+def test_the_decode_kernel_copies_with_cp_async_and_multiplies_16_row_tiles(chapter, dtype, causal):
+    """decode_attention copies K and V with cp.async (LDGSTS) and multiplies with mma.sync (HMMA) and ldmatrix,
+    no TMA or wgmma; it spills nothing, and DECODE_BLOCKS_PER_SM blocks fit on one SM in registers and shared
+    memory, as its launch bounds promise."""
+    cubin = compile_nvrtc(chapter.source, "sm_90a", chapter.kernel.instances)
+    name = cubin.lowered_names[DECODE_INSTANCES[dtype, causal]]
+    ops = Counter(mnemonic(op) for op in opcodes(disassemble(cubin)[name]).elements())
+    assert ops["LDGSTS"] > 0 and ops["HMMA"] > 0 and ops["LDSM"] > 0
+    assert ops["UTMALDG"] == ops["HGMMA"] == 0
+    usage = resource_usage(cubin)[name]
+    decode = chapter.kernel.decode
+    assert usage.get("LOCAL", 0) == usage.get("STACK", 0) == 0
+    assert decode["DECODE_BLOCKS_PER_SM"] * decode["DECODE_THREADS"] * usage["REG"] <= 65536
+    assert decode["DECODE_BLOCKS_PER_SM"] * (decode["DECODE_SMEM_BYTES"] + 1024) <= 228 * 1024
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_the_first_decode_chapter_prefills_with_its_predecessors_kernel_instruction_for_instruction(instance):
+    """The chapter that adds a decode kernel leaves the other alone: every flash_attention instance's SASS is the
+    chapter before it's, instruction for instruction (addresses aside), so only decode calls can change speed."""
+    first = DECODE_CHAPTERS[0]
+    assert first.number == PREFILL_AS_BEFORE  # the page that shows no prefill step for it
+    before = next(c for c in CHAPTERS if c.number == first.number - 1)
+
+    def instructions(chapter) -> list[str]:
+        return [re.sub(r"/\*[0-9a-f]{4,}\*/", "", line).strip() for line in sass_text(chapter, instance).splitlines()]
+
+    assert instructions(first) == instructions(before)
+
+
+def test_decode_splits_fill_the_gpu_and_keep_their_tiles():
+    """A decode call's splits: none when the (sequence, K/V head) pairs already give every SM a block; otherwise as
+    many as give each SM one, but never below DECODE_MIN_SPLIT_TILES key tiles a split."""
+    assert decode_split_count(units=2048, key_tiles=32, sms=132) == 1
+    assert decode_split_count(units=512, key_tiles=128, sms=132) == 1
+    assert decode_split_count(units=64, key_tiles=512, sms=132) == 2  # 128 blocks, one to an SM
+    assert decode_split_count(units=8, key_tiles=20, sms=132) == 20 // DECODE_MIN_SPLIT_TILES
+    assert decode_split_count(units=8, key_tiles=1, sms=132) == 1
+
+
+@pytest.mark.parametrize("chapter", DECODE_CHAPTERS, ids=lambda c: c.name)
+def test_the_decode_kernel_takes_tiles_of_at_most_16_rows(chapter):
+    """A call runs the decode kernel when one K/V group's positions fit in DECODE_ROWS rows: one position of up to
+    16 heads, or up to 16 positions of one; a taller tile, prefill included, runs the chapter's main kernel."""
+    decodes = chapter.kernel.decodes
+    assert decodes((3, 1, 32, 128), 8) and decodes((2, 16, 4, 128), 4) and decodes((2, 1, 64, 128), 4)
+    assert not decodes((2, 5, 16, 128), 2) and not decodes((2, 1, 68, 128), 4)
+    assert not decodes((16, 4096, 16, 128), 16)

@@ -320,12 +320,16 @@ def test_diff_w_shows_code_moved_into_a_block_as_the_block_alone(capsys):
     assert len(ignoring) < len(plain)
 
 
+# A chapter whose idea is a whole second kernel beside the one before: its budget, and why.
+WHOLE_KERNELS = {"k20_decode_kernel": 380}  # decode_attention, with the mma.sync and ldmatrix helpers it brings
+
+
 @pytest.mark.parametrize("before, after", list(zip(CHAPTERS[:-1], CHAPTERS[1:], strict=True)), ids=lambda c: c.name)
 def test_neighbouring_kernels_differ_by_a_short_diff(before, after):
     """Each chapter is the one before plus one idea: its kernel's diff, as `runner.py diff` prints it without -w,
-    changes no more lines than the project's budget."""
+    changes no more lines than the project's budget (a chapter that adds a second kernel, its own)."""
     diff = unified_diff(before.source, after.source, context=0)
-    assert 0 < len(changed(diff)) <= DIFF_BUDGET
+    assert 0 < len(changed(diff)) <= WHOLE_KERNELS.get(after.name, DIFF_BUDGET)
 
 
 def test_the_readme_states_the_diff_budget():

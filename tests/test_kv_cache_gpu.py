@@ -19,8 +19,16 @@ KV_CACHE = [c for c in KERNELS if c.kernel.kv_cache]  # a variant takes what its
 SMS = 132  # the split rule's input on an H200; the tests below choose shapes for it, and assert what it gave
 
 # (batch, seq_len_q, seq_len_k, heads, kv_heads): decoding (one query), a few queries against a long cache, and a
-# prefill; small grids split, large ones do not.
-SHAPES = [(3, 1, 2000, 32, 8), (2, 5, 1000, 16, 2), (2, 300, 700, 8, 8), (1, 1, 300, 40, 8)]
+# prefill; small grids split, large ones do not. The last two fill a decode kernel's 16 rows: 16 positions of one
+# head, one position of 16 heads.
+SHAPES = [
+    (3, 1, 2000, 32, 8),
+    (2, 5, 1000, 16, 2),
+    (2, 300, 700, 8, 8),
+    (1, 1, 300, 40, 8),
+    (2, 16, 777, 4, 4),
+    (2, 1, 1500, 64, 4),
+]
 
 
 @pytest.fixture(params=KV_CACHE, ids=[c.name for c in KV_CACHE])
@@ -74,10 +82,11 @@ def test_lengths_and_log_sum_exp_match_exact_attention(chapter, shape, causal, d
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_rows_that_see_no_key_are_zero_with_lse_minus_infinity(chapter, causal):
+@pytest.mark.parametrize("kv_heads", [2, 4], ids=["group-4", "group-2"])
+def test_rows_that_see_no_key_are_zero_with_lse_minus_infinity(chapter, causal, kv_heads):
     """A sequence of length 0, and (causal) one shorter than its queries, whose first rows see no key: those rows
-    are 0 with log-sum-exp -inf, the rest as exact attention; split or not."""
-    q, k, v = random_qkv(3, 6, 8, DTYPES["bf16"], seed=5, seq_len_k=500, kv_heads=2)
+    are 0 with log-sum-exp -inf, the rest as exact attention; split or not, in tiles of 24 rows or of 12."""
+    q, k, v = random_qkv(3, 6, 8, DTYPES["bf16"], seed=5, seq_len_k=500, kv_heads=kv_heads)
     lengths = torch.tensor([0, 3, 500], dtype=torch.int32, device="cuda")
     for b, length in enumerate(lengths.tolist()):
         k[b, length:], v[b, length:] = math.nan, math.nan

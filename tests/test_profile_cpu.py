@@ -13,7 +13,7 @@ import pytest
 
 from kernels.build import nvrtc_version
 from kernels.tools import inspection, profiling, run_once
-from kernels.tools.run_once import targets
+from kernels.tools.run_once import CHAPTER_KERNEL, targets
 from tests.helpers import CHAPTERS, assert_one_line_error, hide_gpu, run_command
 
 # --- ncu's output ---------------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_each_executed_group_is_a_sum_of_inspects_rows():
 def test_the_targets_are_chapters_and_torchs_kernels():
     chosen = targets(["8", "FA2,cudnn", "kv128"])
     assert [t.name for t in chosen] == ["k08_kv128", "torch FA2", "torch cuDNN"]
-    assert [t.kernel for t in chosen] == ["flash_attention", "flash_fwd", "cudnn.*sdpa|fprop"]
+    assert [t.kernel for t in chosen] == [CHAPTER_KERNEL, "flash_fwd", "cudnn.*sdpa|fprop"]
     assert [t.token for t in targets([])] == [*(chapter.name for chapter in CHAPTERS), "fa2", "cudnn"]
 
 

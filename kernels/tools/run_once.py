@@ -20,10 +20,11 @@ from kernels.tools.cli import ToolError, UsageError, names, run
 from kernels.tools.commands import run_once_parser
 from reference import FA4, SDPA_BACKENDS, fa4, sdpa_function
 
-# Every chapter's kernel is named flash_attention. Torch's FA2 backend launches flash_fwd_kernel (or
+# Every chapter's kernel is named flash_attention, and a chapter's decode kernel, which its decoding calls launch
+# instead, decode_attention. Torch's FA2 backend launches flash_fwd_kernel (or
 # flash_fwd_splitkv_kernel where too few blocks would fill the GPU), cuDNN a generated
 # cudnn_..._sdpa_..._flash_fprop_... kernel. Nsight Compute matches these regular expressions against their names.
-CHAPTER_KERNEL = "flash_attention"
+CHAPTER_KERNEL = "flash_attention|decode_attention"
 REFERENCES = {  # command-line name -> (row name, short name, kernel)
     "fa2": ("torch FA2", "FA2", "flash_fwd"),
     "cudnn": ("torch cuDNN", "cuDNN", "cudnn.*sdpa|fprop"),

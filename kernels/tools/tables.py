@@ -70,7 +70,8 @@ def legend(run: Run, ceilings: Ceilings) -> str:
         )
     if run.splits:
         counts = ", ".join(f"{name} {n}" for name, n in run.splits.items())
-        text += f"\nsplit-KV splits, each query tile's keys dealt to: {counts} (rule: split_count, kernels/launch.py)"
+        rules = "split_count, and decode_split_count where a decode kernel runs, kernels/launch.py"
+        text += f"\nsplit-KV splits, each query tile's keys dealt to: {counts} (rules: {rules})"
     return text if not memory_bound(run) else f"{text}\n{memory_legend(run, ceilings)}"
 
 
