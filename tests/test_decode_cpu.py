@@ -277,12 +277,10 @@ def test_the_split_counts_are_shown_under_the_table_and_saved(tmp_path, capsys):
 
 
 def test_decode_splits_tries_the_rule_and_its_multiples_within_the_key_tiles():
-    from kernels.launch import decode_split_count
     from kernels.tools.decode_splits import split_counts
 
-    rule = decode_split_count(64, 512, 132)
-    assert split_counts(64, 512, 132) == [rule, 2 * rule, 4 * rule, 8 * rule]
-    assert split_counts(8, 6, 132) == [decode_split_count(8, 6, 132), 6]  # no more splits than key tiles
+    assert split_counts(2, 512) == [2, 4, 8, 16]
+    assert split_counts(3, 6) == [3, 6]  # no more splits than key tiles
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,10 @@
     python -m kernels.tools.decode_splits [--chapter 20] [--rounds 7] [--json results/decode_splits.json]
 
 At each shape of `runner.py decode`, the chapter's decode kernel runs with the split count its rule picks
-(``decode_split_count`` in kernels/launch.py) and with 2, 4 and 8 times as many, beside
-cuDNN, in interleaved rounds on fresh inputs larger than L2. Each count's output is checked against cuDNN's first.
-The table shows GB/s of K and V as the median and [min–max] over the rounds.
+(``decode_split_count`` in kernels/launch.py) and with 2, 4 and 8 times as many, beside cuDNN, in interleaved
+rounds on fresh inputs larger than L2. Each count's output is first checked against exact attention as the ladder
+checks a kernel's: no worse than about twice cuDNN's error. The table shows GB/s of K and V as the median and
+[min–max] over the rounds.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from kernels.tools.sources import source_hashes
 from kernels.tools.stats import Spread, rotated, round_medians, spread
 from kernels.tools.tables import format_spread
 from kernels.tools.timing import time_ms
-from reference import SDPA_BACKENDS, sdpa_function
+from reference import SDPA_BACKENDS, attention_error, exact_attention, sdpa_function
 
 CUDNN = "torch cuDNN"
 MULTIPLES = (1, 2, 4, 8)  # the split counts tried, as multiples of the rule's
@@ -44,9 +45,8 @@ def parser() -> Parser:
     return parser
 
 
-def split_counts(units: int, key_tiles: int, sms: int) -> list[int]:
+def split_counts(rule: int, key_tiles: int) -> list[int]:
     """The counts tried: the rule's, then MULTIPLES of it, none above one key tile a split."""
-    rule = launch.decode_split_count(units, key_tiles, sms)
     return sorted({min(rule * multiple, key_tiles) for multiple in MULTIPLES})
 
 
@@ -61,29 +61,34 @@ def with_splits(attention, count: int):
 
 
 def measure_shape(chapter, shape: dict, rounds: int, generator: torch.Generator) -> dict:
-    """Every count's and cuDNN's GB/s of K and V at one shape, after checking each count's output."""
+    """Every count's and cuDNN's GB/s of K and V at one shape, after checking each count's output against exact
+    attention as the ladder does: no worse than about twice cuDNN's error."""
     b, h, hk, n = shape["batch"], shape["heads"], shape["kv_heads"], shape["kv_len"]
     inputs = make_inputs((b, 1, h, 128), (b, n, hk, 128), torch.bfloat16, generator)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if not chapter.kernel.decodes(inputs[0][0].shape, hk):
+    q, k, v = inputs[0]
+    if not chapter.kernel.decodes(q.shape, hk):
         raise ToolError(f"{chapter.name} has no decode kernel for this shape")
-    counts = split_counts(b * hk, math.ceil(n / chapter.kernel.decode["DECODE_KV"]), sms)
+    rule = chapter.kernel.splits(q.shape, k.shape, sms)
+    counts = split_counts(rule, math.ceil(n / chapter.kernel.decode["DECODE_KV"]))
     contenders = {CUDNN: sdpa_function(SDPA_BACKENDS[CUDNN])}
-    rule = counts[0]
     contenders |= {
         f"{count} split{'s' * (count > 1)}{' (the rule)' * (count == rule)}": with_splits(chapter.attention, count)
         for count in counts
     }
-    expected = contenders[CUDNN](*inputs[0], causal=False).float()
-    for name, attention in contenders.items():
-        error = (attention(*inputs[0], causal=False).float() - expected).abs().max().item()
-        if not error < 2e-2:
-            raise ToolError(f"{name} differs from cuDNN by {error:.1e}")
+    exact = exact_attention(q, k, v)
+    errors = {name: attention_error(attention(q, k, v, causal=False), exact) for name, attention in contenders.items()}
+    for name, error in errors.items():
+        if not error.within(errors[CUDNN]):
+            raise ToolError(
+                f"{name}: error {error.max_abs:.1e} (max abs) against exact attention, cuDNN's "
+                f"{errors[CUDNN].max_abs:.1e}"
+            )
     samples = {name: [] for name in contenders}
     for round_index in range(rounds):
         for name in rotated(list(contenders), round_index):
             samples[name].append(time_ms(on_input_sets(contenders[name], inputs, False), WARMUP, REPEATS))
-    kv_bytes = 2 * inputs[0][1].nbytes
+    kv_bytes = 2 * k.nbytes
     return {"shape": shape, "kv_bytes": kv_bytes, "splits": counts, "samples_ms": samples}
 
 
