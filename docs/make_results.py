@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernels.tools.ceilings import Ceilings, load_ceilings  # noqa: E402
+from kernels.tools.ceilings import Ceilings, load_ceilings, memory_bound  # noqa: E402
 from kernels.tools.decode_splits import markdown_tables as decode_splits_tables  # noqa: E402
 from kernels.tools.peak import load_peak, markdown_tables  # noqa: E402
 from kernels.tools.profiling import load_profile_table  # noqa: E402
@@ -142,6 +142,7 @@ RUN_TITLES = {
     "sweep_causal_k16.json": "Sequence-length sweep, chapters 14-16, causal",
     "dynamic_schedule.json": "Chapter 19 beside 16 and 18: 16,384 keys, the headline shape, causal",
     "fa4_k16_k19.json": "FlashAttention-4 beside chapters 16 and 19 (4,096 keys, full and causal; 1,024; 16,384)",
+    "prefill_k16_k20.json": "Chapters 16, 19 and 20 at the headline shape, full and causal",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -565,15 +566,17 @@ def ablation_snippet(name: str, results: Path, *, with_steps: bool = False) -> s
                 )
         parts.append(
             f"{markdown_grid(run)}\n\n{grid.title}: {shape_title(run.shape)}"
-            f" on {run.environment.get('device', '?')}, TFLOP/s as the {rounds_words(run)}."
+            f" on {run.environment.get('device', '?')}, {'GB/s' if memory_bound(run) else 'TFLOP/s'} as the"
+            f" {rounds_words(run)}."
             + (f" Speed-ups, the median of per-round ratios: {'; '.join(speedups)}." if speedups else "")
         )
-    if len(parts) > 1:
+    commands = {run.environment.get("command", "?") for run in runs}
+    if len(commands) > 1:
         return (
             "\n\n".join(parts)
             + f"\n\nFrom results/{path.name} (`scripts/record_results.sh {path.name}`, one run per shape)."
         )
-    return f"{parts[0]} From results/{path.name} (`{runs[0].environment.get('command', '?')}`)."
+    return "\n\n".join(parts) + f" From results/{path.name} (`{commands.pop()}`)."
 
 
 def ablation_steps_snippet(name: str, results: Path) -> str:

@@ -881,18 +881,30 @@ __device__ void cp_async_16(void* smem_to, const void* from, int src_bytes) {
 }
 
 // Rows [row0, row0 + DECODE_KV) of one K/V head, every thread of the block copying: 16 threads to a 256-byte
-// row. Rows at or past n_keys (the sequence's length) read nothing and arrive as zeros.
+// row, each thread one column of 16-byte chunks, ROWS_PER_STEP rows apart. Its swizzled chunk is then the same
+// in every row it copies, so its addresses are worked out once and only the row moves. A whole tile copies
+// without checks; in the last, a row at or past n_keys (the sequence's length) reads nothing and arrives as zeros.
 template <typename T>
 __device__ void load_decode_tile(T* tile, const T* head, int row0, int n_keys, int row_stride) {
-    constexpr int CHUNKS_PER_ROW = HEAD_DIM / CHUNK;
-    static_assert(DECODE_KV * CHUNKS_PER_ROW % DECODE_THREADS == 0, "every thread copies as many chunks");
+    constexpr int CHUNKS_PER_ROW = HEAD_DIM / CHUNK, ROWS_PER_STEP = DECODE_THREADS / CHUNKS_PER_ROW;
+    static_assert(DECODE_KV % ROWS_PER_STEP == 0 && ROWS_PER_STEP % 8 == 0,
+                  "whole steps, each keeping a thread's row % 8 and so its chunk");
+    const int row = threadIdx.x / CHUNKS_PER_ROW, col = threadIdx.x % CHUNKS_PER_ROW * CHUNK;
+    T* to = &tile[row_index(row, col)];
+    const T* from = head + (long long)(row0 + row) * row_stride + col;
+    const long long step_stride = (long long)ROWS_PER_STEP * row_stride;
+    if (row0 + DECODE_KV <= n_keys) {  // the same for the whole block, so no thread waits on another's branch
 #pragma unroll
-    for (int step = 0; step < DECODE_KV * CHUNKS_PER_ROW / DECODE_THREADS; ++step) {
-        const int chunk = step * DECODE_THREADS + threadIdx.x, row = chunk / CHUNKS_PER_ROW;
-        const int col = chunk % CHUNKS_PER_ROW * CHUNK;
-        const bool inside = row0 + row < n_keys;
-        cp_async_16(&tile[row_index(row, col)], &head[(long long)(inside ? row0 + row : 0) * row_stride + col],
-                    inside ? 16 : 0);
+        for (int step = 0; step < DECODE_KV / ROWS_PER_STEP; ++step) {
+            cp_async_16(to + step * ROWS_PER_STEP * HEAD_DIM, from + step * step_stride, 16);
+        }
+    } else {
+#pragma unroll
+        for (int step = 0; step < DECODE_KV / ROWS_PER_STEP; ++step) {
+            const bool inside = row0 + row + step * ROWS_PER_STEP < n_keys;
+            cp_async_16(to + step * ROWS_PER_STEP * HEAD_DIM, inside ? from + step * step_stride : head,
+                        inside ? 16 : 0);
+        }
     }
 }
 
@@ -1042,12 +1054,15 @@ decode_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 
     // The warps merge their rows through shared memory, where the stages were: each warp's max and sum per row,
     // then its O rows in fp32. Row r's output is sum_w 2^(max_w - max) O_w / sum_w 2^(max_w - max) sum_w.
+    // O rows lie MERGE_STRIDE floats apart: 8 more than a row shifts the next by 8 banks, so that the rows a warp
+    // writes together fall on different banks.
     cp_async_wait<0>();  // only empty groups can be left, but no copy may land on what is written below
     __syncthreads();
+    constexpr int MERGE_STRIDE = HEAD_DIM + 8;
     float* warp_max = reinterpret_cast<float*>(k_smem);       // (DECODE_WARPS, DECODE_ROWS)
     float* warp_sum = warp_max + DECODE_WARPS * DECODE_ROWS;  // (DECODE_WARPS, DECODE_ROWS)
-    float* warp_o = warp_sum + DECODE_WARPS * DECODE_ROWS;    // (DECODE_WARPS, DECODE_ROWS, HEAD_DIM)
-    static_assert((2 + HEAD_DIM) * DECODE_WARPS * DECODE_ROWS * sizeof(float) <=
+    float* warp_o = warp_sum + DECODE_WARPS * DECODE_ROWS;    // (DECODE_WARPS, DECODE_ROWS, MERGE_STRIDE)
+    static_assert((2 + MERGE_STRIDE) * DECODE_WARPS * DECODE_ROWS * sizeof(float) <=
                       2 * DECODE_STAGES * DECODE_KV * HEAD_DIM * sizeof(T),
                   "the merge fits where the stages were");
 #pragma unroll
@@ -1061,15 +1076,16 @@ decode_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         }
 #pragma unroll
         for (int mma_n = 0; mma_n < HEAD_DIM / MMA_N; ++mma_n) {
-            *reinterpret_cast<float2*>(&warp_o[(warp * DECODE_ROWS + row) * HEAD_DIM + mma_n * MMA_N + 2 * t]) =
+            *reinterpret_cast<float2*>(&warp_o[(warp * DECODE_ROWS + row) * MERGE_STRIDE + mma_n * MMA_N + 2 * t]) =
                 make_float2(o_acc[mma_n][2 * h], o_acc[mma_n][2 * h + 1]);
         }
     }
     __syncthreads();
-    // DECODE_THREADS / DECODE_ROWS threads to a row, each with an equal run of its columns.
-    constexpr int ROW_THREADS = DECODE_THREADS / DECODE_ROWS, COLS = HEAD_DIM / ROW_THREADS;
-    static_assert(COLS % 8 == 0, "a thread writes whole 16-byte vectors of 16-bit values");
-    const int row = threadIdx.x / ROW_THREADS, col0 = threadIdx.x % ROW_THREADS * COLS;
+    // DECODE_THREADS / DECODE_ROWS threads to a row. A thread takes VECTOR columns in every run of
+    // ROW_THREADS x VECTOR, so that the row's threads read one run together: all 32 banks, once each.
+    constexpr int ROW_THREADS = DECODE_THREADS / DECODE_ROWS, VECTOR = 4, RUN = ROW_THREADS * VECTOR;
+    static_assert(RUN == 32 && HEAD_DIM % RUN == 0, "a row's threads read 32 floats, one to a bank, at a time");
+    const int row = threadIdx.x / ROW_THREADS, col0 = threadIdx.x % ROW_THREADS * VECTOR;
     if (row >= rows) return;
     float block_max = -CUDART_INF_F;
 #pragma unroll
@@ -1083,29 +1099,26 @@ decode_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     }
     // A row that saw no key of this split: output 0, log-sum-exp -inf, weight 0 in combine_splits.
     const float inverse_total = total > 0.0f ? 1.0f / total : 0.0f;
-    float out[COLS];
-#pragma unroll
-    for (int c = 0; c < COLS; ++c) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int w = 0; w < DECODE_WARPS; ++w) sum += weight[w] * warp_o[(w * DECODE_ROWS + row) * HEAD_DIM + col0 + c];
-        out[c] = sum * inverse_total;
-    }
     const int position = row / group, head = kv_head * group + row % group;
     const long long split_batch = (long long)split * batch_size + batch;
     const long long out_row = ((n_splits > 1 ? split_batch : batch) * seq_len_q + position) * n_heads + head;
-    if (n_splits > 1) {
 #pragma unroll
-        for (int c = 0; c < COLS; c += 4) {
-            *reinterpret_cast<float4*>(&o_partial[out_row * HEAD_DIM + col0 + c]) =
-                make_float4(out[c], out[c + 1], out[c + 2], out[c + 3]);
+    for (int col = col0; col < HEAD_DIM; col += RUN) {
+        float4 sum = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int w = 0; w < DECODE_WARPS; ++w) {
+            const float4 part = *reinterpret_cast<const float4*>(&warp_o[(w * DECODE_ROWS + row) * MERGE_STRIDE + col]);
+            sum.x += weight[w] * part.x;
+            sum.y += weight[w] * part.y;
+            sum.z += weight[w] * part.z;
+            sum.w += weight[w] * part.w;
         }
-    } else {
-#pragma unroll
-        for (int c = 0; c < COLS; c += 8) {
-            const uint4 vector = {pack_floats<T>(out[c], out[c + 1]), pack_floats<T>(out[c + 2], out[c + 3]),
-                                  pack_floats<T>(out[c + 4], out[c + 5]), pack_floats<T>(out[c + 6], out[c + 7])};
-            *reinterpret_cast<uint4*>(&o[out_row * HEAD_DIM + col0 + c]) = vector;
+        const float4 out = {sum.x * inverse_total, sum.y * inverse_total, sum.z * inverse_total, sum.w * inverse_total};
+        if (n_splits > 1) {
+            *reinterpret_cast<float4*>(&o_partial[out_row * HEAD_DIM + col]) = out;
+        } else {
+            *reinterpret_cast<uint2*>(&o[out_row * HEAD_DIM + col]) = {pack_floats<T>(out.x, out.y),
+                                                                        pack_floats<T>(out.z, out.w)};
         }
     }
     if (lse != nullptr && threadIdx.x % ROW_THREADS == 0) {

@@ -433,7 +433,11 @@ class AttentionKernel:
         lse = q.new_empty((batch, n_heads, seq_len_q), dtype=torch.float32) if return_lse else None
         if n_splits > 1:  # each split's rows and log-sum-exp; -inf marks a split with no key tile for a row
             o_partial = q.new_empty((n_splits, *q.shape), dtype=torch.float32)
-            lse_partial = q.new_full((n_splits, batch, n_heads, seq_len_q), -math.inf, dtype=torch.float32)
+            lse_shape = (n_splits, batch, n_heads, seq_len_q)
+            if decoding:  # the decode kernel writes every split's rows, the empty ones' -inf included
+                lse_partial = q.new_empty(lse_shape, dtype=torch.float32)
+            else:
+                lse_partial = q.new_full(lse_shape, -math.inf, dtype=torch.float32)
         else:
             o_partial, lse_partial = None, lse
         args = (

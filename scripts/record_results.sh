@@ -61,6 +61,11 @@ record() {
         merge results/fa4_k16_k19.json "$TMP"/fa4_{headline,causal,1024,16384}.json
         ;;
     decode.json) python runner.py decode --rounds 5 --json results/decode.json ;;
+    prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
+        python runner.py --kernels 16,19,20 --rounds 7 --json "$TMP/prefill_full.json"
+        python runner.py --kernels 16,19,20 --rounds 7 --causal --json "$TMP/prefill_causal.json"
+        merge results/prefill_k16_k20.json "$TMP"/prefill_{full,causal}.json
+        ;;
     sweep.json) python runner.py --seq-len 1024,16384 --kernels 5,8,10,11,12,13,14,15 --rounds 5 --json results/sweep.json ;;
     sweep_causal.json)
         python runner.py --causal --seq-len 1024,16384 --kernels 12,13,14,15 --rounds 5 --json results/sweep_causal.json
@@ -93,6 +98,8 @@ record() {
         python runner.py ablate ping_pong --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/pp_16384.json"
         merge results/ablation_ch19_ping_pong.json "$TMP"/pp_{headline,causal,1024,16384}.json
         ;;
+    ablation_ch20.json) # the decode kernel's copies and merge, each as first written, at the decode shapes
+        python runner.py ablate 20 --decode --rounds 5 --json results/ablation_ch20.json ;;
     peak.json) python runner.py peak --json results/peak.json ;;
     decode_splits.json) # the decode kernel of chapter 20 with its rule's split count and 2, 4 and 8 times as many
         python -m kernels.tools.decode_splits --rounds 7 --json results/decode_splits.json >results/decode_splits.txt ;;

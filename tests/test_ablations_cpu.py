@@ -5,12 +5,14 @@ spills, with NVRTC and nvcc, is tested with the chapters' (tests/test_build_cpu.
 import difflib
 import functools
 import itertools
+import re
 from collections import Counter
 
 import pytest
 
 from kernels import chapters
 from kernels.build import ALL_INSTANCES, compile_nvrtc, nvrtc_version
+from kernels.launch import DECODE_INSTANCES
 from kernels.tools.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
 from kernels.tools.loop_anatomy import (
     PRODUCTS_PER_TILE,
@@ -20,7 +22,7 @@ from kernels.tools.loop_anatomy import (
     tile_counts,
     tile_loop_lines,
 )
-from kernels.tools.sass import resource_usage
+from kernels.tools.sass import disassemble, resource_usage
 from tests.helpers import changed, deepest_wait, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
@@ -40,7 +42,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_nine_sets_in_chapter_order():
+def test_there_are_ten_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -51,8 +53,9 @@ def test_there_are_nine_sets_in_chapter_order():
         "ch19_dynamic_schedule",
         "ch19_l2_prefetch",
         "ch19_ping_pong",
+        "ch20_decode_kernel",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -315,3 +318,30 @@ def test_l2_prefetch_each_cell_prefetches_where_its_grid_says(instance):
     assert total_both == total_start + total_loop
     for name in ("k19_prefetch_start", "k19_prefetch_loop", "k19_prefetch"):
         assert sass_of(name).count("UTMALDG") == copies, name
+
+
+COPIES_ONCE_PER_TILE = ("k20_decode_kernel", "k20_conflicted_merge")
+MERGE_WITHOUT_CONFLICTS = ("k20_decode_kernel", "k20_rowwise_copies")
+
+
+@pytest.mark.parametrize("instance", list(DECODE_INSTANCES))
+@pytest.mark.parametrize("name", ["k20_first", "k20_rowwise_copies", "k20_conflicted_merge", "k20_decode_kernel"])
+def test_ch20_each_cell_copies_and_merges_as_its_grid_says(name, instance):
+    """In decode_attention: copies addressed once per tile issue a whole tile's cp.async (LDGSTS) without the
+    zero-fill predicate that checks a row against the sequence's length, 16 to a tile; copies addressed row by row
+    check every one. The merge's rows lie MERGE_STRIDE = HEAD_DIM + 8 floats apart (the float2 stores of a warp's
+    row g + 8 sit 8 such rows after row g's) and are read as float4; with bank conflicts, HEAD_DIM apart and read
+    one float at a time."""
+    cubin = compile_nvrtc(CONTENDERS[name].source, "sm_90a", CONTENDERS[name].kernel.instances)
+    sass = disassemble(cubin)[cubin.lowered_names[DECODE_INSTANCES[instance]]]
+    copies = [line for line in sass.splitlines() if "LDGSTS" in line]
+    unchecked = [line for line in copies if not re.search(r"\], !?P\d ;", line)]
+    if name in COPIES_ONCE_PER_TILE:
+        assert unchecked and len(unchecked) % 16 == 0
+    else:
+        assert copies and not unchecked
+    offsets = sorted(int(offset, 16) for offset in re.findall(r"STS\.64 \[R\d+\+(0x[0-9a-f]+)\]", sass))
+    assert len(offsets) == 2 * 128 // 8  # per row: HEAD_DIM / 8 n-tiles, a float2 each, for rows g and g + 8
+    row_stride_floats = (offsets[len(offsets) // 2] - offsets[0]) // (8 * 4)
+    assert row_stride_floats == (128 + 8 if name in MERGE_WITHOUT_CONFLICTS else 128)
+    assert ("LDS.128" in sass) == (name in MERGE_WITHOUT_CONFLICTS)

@@ -415,16 +415,21 @@ def test_the_readme_gives_one_value_per_chapter_at_the_headline_shape():
     headline = load_runs(ROOT / "results" / "headline.json")[0]
     ladder = {row.name: f"{row.tflops:.1f}" for row in headline.rows if row.kind == "chapter"}
     prose = quoted_numbers(ROOT / "README.md")
+    runs = []
     for path in sorted((ROOT / "results").glob("*.json")):
         if path.name == "headline.json" or "profiles" in path.read_text()[:200]:
             continue
         try:
-            runs = load_runs(path)
+            runs += [(path, run) for run in load_runs(path)]
         except ValueError:
             continue  # not a ladder run (results/peak.json)
-        for run in (run for run in runs if run.shape == headline.shape):
-            for row in run.rows:
-                other = f"{row.tflops:.1f}"
-                if row.name in ladder and other != ladder[row.name]:
-                    why = f"README quotes {row.name} at {other} ({path.name}), not {ladder[row.name]}"
-                    assert other not in prose, why
+    # The same value may be the chapter's at another shape, which the README quotes as such.
+    elsewhere = {(row.name, f"{row.tflops:.1f}") for _, run in runs if run.shape != headline.shape for row in run.rows}
+    for path, run in runs:
+        if run.shape != headline.shape:
+            continue
+        for row in run.rows:
+            other = f"{row.tflops:.1f}"
+            if row.name in ladder and other != ladder[row.name] and (row.name, other) not in elsewhere:
+                why = f"README quotes {row.name} at {other} ({path.name}), not {ladder[row.name]}"
+                assert other not in prose, why

@@ -66,3 +66,24 @@ def test_decode_measures_its_three_shapes_in_gb_per_s(tmp_path):
         assert {"torch FA2", "k08_kv128"} <= {row["name"] for row in run["rows"]}
     assert live.stdout.count("| GB/s") == 3 and "TFLOP/s" not in live.stdout
     assert run_cli("--from-json", saved, "--markdown").stdout == live.stdout
+
+
+def test_warm_up_lasts_its_calls_and_at_least_its_time():
+    """time_ms keeps warming up until the GPU has been busy for warmup_ms, then times the next calls, in order."""
+    import torch
+
+    from kernels.tools.timing import time_ms
+
+    calls = []
+
+    def spin(i: int) -> None:
+        calls.append(i)
+        torch.cuda._sleep(100_000)  # about 50 us of one SM spinning
+
+    times = time_ms(spin, warmup=2, repeats=3, warmup_ms=20.0)
+    assert len(times) == 3 and min(times) > 0
+    assert calls == list(range(len(calls)))
+    assert len(calls) - 3 > 20.0 / 0.2  # a call is far shorter than 0.2 ms, so 20 ms took many more than 2
+    calls.clear()
+    time_ms(spin, warmup=2, repeats=3, warmup_ms=0.0)
+    assert len(calls) == 2 + 3

@@ -136,7 +136,13 @@ def add_timing_options(parser: Parser) -> None:
         default=5,
         help="rounds, each timing every contender once, in an order that rotates",
     )
-    parser.add_argument("--warmup", type=positive_int, default=10, help="untimed runs before each timing")
+    parser.add_argument(
+        "--warmup",
+        type=positive_int,
+        default=10,
+        help="untimed runs before each timing, and more until they have kept the GPU busy for WARMUP_MS "
+        "(kernels/tools/timing.py), so that each contender is timed at the clocks its own work sets",
+    )
     parser.add_argument(
         "--repeats",
         type=positive_int,

@@ -13,14 +13,30 @@ import torch
 LAUNCH_MS = 0.2
 
 
-def time_ms(fn: Callable[[int], object], warmup: int, repeats: int) -> list[float]:
-    """Time of each of ``repeats`` calls ``fn(i)`` in ms, each between its own pair of CUDA events, after warm-up."""
-    for i in range(warmup):
-        fn(i)
+# A call is timed at the clocks its own work sets. A kernel that draws the card's whole power budget leaves the SM
+# clock lowered for a few hundred ms after it ends, so a call timed right after one would be timed at that clock:
+# warm-up lasts at least this long, as well as its number of calls.
+WARMUP_MS = 300.0
+
+
+def time_ms(fn: Callable[[int], object], warmup: int, repeats: int, warmup_ms: float = WARMUP_MS) -> list[float]:
+    """Time of each of ``repeats`` calls ``fn(i)`` in ms, each between its own pair of CUDA events, after warm-up:
+    ``warmup`` calls, and more until they have kept the GPU busy for ``warmup_ms``."""
+    calls, busy_ms = 0, 0.0
+    while calls < warmup or busy_ms < warmup_ms:
+        batch = max(warmup, 1)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(calls, calls + batch):
+            fn(i)
+        end.record()
+        end.synchronize()
+        busy_ms += start.elapsed_time(end)
+        calls += batch
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
     for i, (start, end) in enumerate(events):
         start.record()
-        fn(warmup + i)
+        fn(calls + i)
         end.record()
     torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in events]
