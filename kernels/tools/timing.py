@@ -22,9 +22,8 @@ WARMUP_MS = 300.0
 def time_ms(fn: Callable[[int], object], warmup: int, repeats: int, warmup_ms: float = WARMUP_MS) -> list[float]:
     """Time of each of ``repeats`` calls ``fn(i)`` in ms, each between its own pair of CUDA events, after warm-up:
     ``warmup`` calls, and more until they have kept the GPU busy for ``warmup_ms``."""
-    calls, busy_ms = 0, 0.0
+    calls, busy_ms, batch = 0, 0.0, max(warmup, 1)
     while calls < warmup or busy_ms < warmup_ms:
-        batch = max(warmup, 1)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for i in range(calls, calls + batch):
