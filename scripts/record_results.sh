@@ -62,8 +62,8 @@ record() {
         ;;
     decode.json) python runner.py decode --rounds 5 --json results/decode.json ;;
     prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
-        python runner.py --kernels 16,19,20 --rounds 7 --json "$TMP/prefill_full.json"
-        python runner.py --kernels 16,19,20 --rounds 7 --causal --json "$TMP/prefill_causal.json"
+        python runner.py --kernels 16,19,20 --rounds 15 --json "$TMP/prefill_full.json"
+        python runner.py --kernels 16,19,20 --rounds 15 --causal --json "$TMP/prefill_causal.json"
         merge results/prefill_k16_k20.json "$TMP"/prefill_{full,causal}.json
         ;;
     sweep.json) python runner.py --seq-len 1024,16384 --kernels 5,8,10,11,12,13,14,15 --rounds 5 --json results/sweep.json ;;
@@ -165,6 +165,9 @@ record() {
         python runner.py profile 18 19 --seq-len 16384 --json results/profile_k18_k19_16384.json \
             >results/profile_k18_k19_16384.txt
         ;;
+    profile_causal_k16_k20.json) # causal prefill at the headline shape, one launch each, where chapters 17-20 changed it
+        python runner.py profile 16 17 18 20 --causal --json results/profile_causal_k16_k20.json \
+            >results/profile_causal_k16_k20.txt ;;
     profile_decode_k20.json) # the decode kernel beside kernel 19 and cuDNN's at the first decode shape
         python runner.py profile 19 20 cudnn --batch 64 --seq-len 1 --heads 32 --kv-heads 8 --kv-len 8192 --json results/profile_decode_k20.json \
             >results/profile_decode_k20.txt ;;
