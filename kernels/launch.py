@@ -317,7 +317,9 @@ class AttentionKernel:
     ``dynamic_schedule``: the blocks take their work from a counter in global memory (``work_counter``), whose
     address comes after n_splits. ``decode_kernel``: the ``.cu`` also holds ``decode_attention``, launched instead
     when a query tile holds at most ``DECODE_ROWS`` rows: a grid of (splits, K/V heads, batch) small blocks taking q, k
-    and v as pointers, its splits by ``decode_split_count``.
+    and v as pointers, its splits by ``decode_split_count``. ``plain_prefill``: ``flash_attention`` is compiled for
+    one split, full lengths and no log-sum-exp (an ablation variant's): a call is never split but by the decode
+    kernel, and KV lengths or the log-sum-exp are refused.
 
     Under torch.compile a launch is a graph break: Dynamo runs it as it is, between the graphs it compiles
     (``torch.ops.fa_ladder.attention`` is the form that compiles into one graph).
@@ -334,6 +336,7 @@ class AttentionKernel:
         kv_cache: bool = False,
         dynamic_schedule: bool = False,
         decode_kernel: bool = False,
+        plain_prefill: bool = False,
     ) -> None:
         self.source = source
         self.chapter = source.parent.name
@@ -358,6 +361,7 @@ class AttentionKernel:
         self.kv_cache = kv_cache
         self.dynamic_schedule = dynamic_schedule
         self.decode = {name: constants[name] for name in decode_constants} if decode_kernel else None
+        self.plain_prefill = plain_prefill
         self.instances = (
             ALL_INSTANCES
             + (tuple(COMBINE_INSTANCES.values()) if kv_cache else ())
@@ -401,8 +405,10 @@ class AttentionKernel:
         """
         q, k, v = check_inputs(q, k, v, causal=causal)
         scale = check_scale(scale)
-        if (seq_lens_k is not None or return_lse) and not self.kv_cache:
+        if (seq_lens_k is not None or return_lse) and (not self.kv_cache or self.plain_prefill):
             wanted = "per-sequence KV lengths" if seq_lens_k is not None else "the log-sum-exp"
+            if self.plain_prefill:
+                raise ValueError(f"{self.chapter}: compiled for plain prefill calls alone, without {wanted}")
             raise ValueError(f"{self.chapter}: {wanted} need a split-KV chapter (kv_cache), not this one")
         seq_lens_k = check_seq_lens_k(seq_lens_k, q, k, causal=causal)
         if out is None:
@@ -480,6 +486,8 @@ class AttentionKernel:
             return 1
         if self.decodes(q_shape, n_kv_heads):
             return decode_split_count(q_shape[0] * n_kv_heads, math.ceil(seq_len_k / self.decode["DECODE_KV"]), sms)
+        if self.plain_prefill:
+            return 1
         return split_count(math.prod(self.query_tiles(q_shape, n_kv_heads)), math.ceil(seq_len_k / self.block_q), sms)
 
     def decodes(self, q_shape: tuple[int, ...], n_kv_heads: int) -> bool:

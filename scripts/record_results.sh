@@ -98,6 +98,11 @@ record() {
         python runner.py ablate ping_pong --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/pp_16384.json"
         merge results/ablation_ch19_ping_pong.json "$TMP"/pp_{headline,causal,1024,16384}.json
         ;;
+    ablation_ch20_prefill_instance.json) # chapters 17 and 18's generality compiled out of kernel 20, full and causal
+        python runner.py ablate prefill_instance --rounds 9 --json "$TMP/instance_full.json"
+        python runner.py ablate prefill_instance --rounds 9 --causal --json "$TMP/instance_causal.json"
+        merge results/ablation_ch20_prefill_instance.json "$TMP"/instance_{full,causal}.json
+        ;;
     ablation_ch20.json) # the decode kernel's copies and merge, each as first written, at the decode shapes
         python runner.py ablate 20 --decode --rounds 5 --json results/ablation_ch20.json ;;
     peak.json) python runner.py peak --json results/peak.json ;;

@@ -22,7 +22,7 @@ from kernels.tools.loop_anatomy import (
     tile_counts,
     tile_loop_lines,
 )
-from kernels.tools.sass import disassemble, resource_usage
+from kernels.tools.sass import disassemble, opcodes, resource_usage
 from tests.helpers import changed, deepest_wait, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
@@ -42,7 +42,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_ten_sets_in_chapter_order():
+def test_there_are_eleven_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -54,8 +54,9 @@ def test_there_are_ten_sets_in_chapter_order():
         "ch19_l2_prefetch",
         "ch19_ping_pong",
         "ch20_decode_kernel",
+        "ch20_prefill_instance",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -81,11 +82,19 @@ def test_find_ablation_by_number_slug_or_folder():
     assert find_ablation("3").name == find_ablation("ch03_ldmatrix").name == find_ablation("ldmatrix").name
     assert find_ablation("05").number == 5
     assert find_ablation("ping_pong").name == "ch19_ping_pong"
-    sets = r"chapter 19 has 3 ablation sets \(ch19_dynamic_schedule, ch19_l2_prefetch, ch19_ping_pong\)"
-    with pytest.raises(ValueError, match=sets):
-        find_ablation("19")
+    # A chapter with several sets: its number names the one named as the chapter is.
+    assert find_ablation("19").name == "ch19_dynamic_schedule" and find_ablation("20").name == "ch20_decode_kernel"
+    assert find_ablation("prefill_instance").name == "ch20_prefill_instance"
     with pytest.raises(ValueError, match=r"no ablation set '4'; the sets are 3 \(ch03_ldmatrix\), 5"):
         find_ablation("4")
+
+
+def test_a_number_naming_several_sets_none_the_chapters_own_is_a_clear_error(monkeypatch):
+    foreign = [s for s in ablations() if s.name in ("ch19_l2_prefetch", "ch19_ping_pong")]
+    monkeypatch.setattr("kernels.tools.ablations.ablations", lambda: foreign)
+    sets = r"chapter 19 has 2 ablation sets \(ch19_l2_prefetch, ch19_ping_pong\): name one"
+    with pytest.raises(ValueError, match=sets):
+        find_ablation("19")
 
 
 def test_loading_a_set_compiles_nothing():
@@ -145,8 +154,9 @@ def test_variant_is_its_parent_with_one_small_change(variant):
     )
     assert 0 < changed_lines(theirs, mine) <= ablation.changed_lines or carried
     loaders = [c.source.with_name("loader.py").read_text().splitlines() for c in (parent(variant), variant)]
-    # Past the docstring: the title, one line.
-    assert changed_lines(*(lines[1:] for lines in loaders)) <= 2
+    # Past the docstring: the title, and at most two of the launch's flags for what a variant compiles in (a line
+    # removed and one added for each).
+    assert changed_lines(*(lines[1:] for lines in loaders)) <= 2 * 3
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -345,3 +355,41 @@ def test_ch20_each_cell_copies_and_merges_as_its_grid_says(name, instance):
     row_stride_floats = (offsets[len(offsets) // 2] - offsets[0]) // (8 * 4)
     assert row_stride_floats == (128 + 8 if name in MERGE_WITHOUT_CONFLICTS else 128)
     assert ("LDS.128" in sass) == (name in MERGE_WITHOUT_CONFLICTS)
+
+
+@functools.cache
+def general_paths(name: str, instance: str) -> Counter:
+    """Kernel 20's marks of chapter 18's generality (fp32 split rows, STG.E.64; the log-sum-exp, MUFU.LG2; the
+    named barrier after V past a sequence's end is zeroed, a second BAR.SYNC) and of chapter 17's (the integer
+    divisions of rows by the heads per tile: MUFU.RCP), and its size in SASS instructions."""
+    sass = sass_text(CONTENDERS[name], instance)
+    found = Counter(re.findall(r"\b(STG\.E\.64|MUFU\.LG2|BAR\.SYNC|MUFU\.RCP)\b", sass))
+    found["size"] = sum(opcodes(sass).values())
+    return found
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch20_prefill_instance_compiles_each_general_path_away(instance):
+    """Compiled in, one split with full lengths and no log-sum-exp leaves no fp32 rows, no log-sum-exp and one block
+    barrier, as in kernel 16; one head per tile takes divisions out; both together leave a kernel within a tenth of
+    kernel 16's size."""
+    general, one_head, no_splits, prefill, before = (
+        general_paths(name, instance)
+        for name in ("k20_decode_kernel", "k20_one_head", "k20_no_splits", "k20_prefill_only", "k16_softmax_chains")
+    )
+    assert general["STG.E.64"] and general["MUFU.LG2"] and general["BAR.SYNC"] == 2
+    for trimmed in (no_splits, prefill):
+        assert not trimmed["STG.E.64"] and not trimmed["MUFU.LG2"] and trimmed["BAR.SYNC"] == before["BAR.SYNC"] == 1
+    assert one_head["MUFU.RCP"] < general["MUFU.RCP"] and prefill["MUFU.RCP"] < no_splits["MUFU.RCP"]
+    assert prefill["size"] < min(one_head["size"], no_splits["size"]) <= max(one_head["size"], no_splits["size"])
+    assert max(one_head["size"], no_splits["size"]) < general["size"]
+    assert prefill["size"] <= 1.1 * before["size"]
+
+
+def test_a_plain_prefill_variant_never_splits_a_prefill_call():
+    """What k20_no_splits compiles in, its launch keeps to: one split for a prefill call that chapter 20 splits (a
+    lone sequence's few query tiles against many keys); the decode kernel's splits stay chapter 20's."""
+    plain, general = CONTENDERS["k20_no_splits"].kernel, CONTENDERS["k20_decode_kernel"].kernel
+    prefill, decode, keys = (1, 128, 8, 128), (8, 1, 32, 128), (1, 32768, 8, 128)
+    assert general.splits(prefill, keys, sms=132) > 1 and plain.splits(prefill, keys, sms=132) == 1
+    assert plain.splits(decode, keys, sms=132) == general.splits(decode, keys, sms=132) > 1

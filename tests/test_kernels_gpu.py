@@ -122,3 +122,19 @@ def test_launch_error_names_the_chapter(chapter):
     with pytest.raises(KernelError, match=f"{chapter.name}: launch of grid"):
         too_many_threads(q, k, v)
     assert attention_error(chapter.attention(q, k, v), exact_attention(q, k, v)).rel_l2 < 1e-2
+
+
+def test_a_plain_prefill_variant_refuses_kv_lengths_and_the_lse():
+    """k20_no_splits compiles out per-sequence KV lengths and the log-sum-exp: asked for either, it says so."""
+    from kernels.tools.ablations import find_ablation
+
+    [plain] = [c for c in find_ablation("prefill_instance").contenders if c.name == "k20_no_splits"]
+    q, k, v = (torch.randn(1, 64, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    with pytest.raises(
+        ValueError, match="k20_no_splits: compiled for plain prefill calls alone, without per-sequence KV lengths"
+    ):
+        plain.attention(q, k, v, seq_lens_k=torch.full((1,), 64, dtype=torch.int32, device="cuda"))
+    with pytest.raises(
+        ValueError, match="k20_no_splits: compiled for plain prefill calls alone, without the log-sum-exp"
+    ):
+        plain.attention(q, k, v, return_lse=True)

@@ -15,7 +15,7 @@ from reference import attention_error, exact_attention
 from tests.helpers import CHAPTERS, KERNELS, random_qkv, requires_gpu
 
 pytestmark = requires_gpu
-KV_CACHE = [c for c in KERNELS if c.kernel.kv_cache]  # a variant takes what its chapter takes
+KV_CACHE = [c for c in KERNELS if c.kernel.kv_cache and not c.kernel.plain_prefill]  # as its chapter, or refused
 SMS = 132  # the split rule's input on an H200; the tests below choose shapes for it, and assert what it gave
 
 # (batch, seq_len_q, seq_len_k, heads, kv_heads): decoding (one query), a few queries against a long cache, and a

@@ -109,13 +109,15 @@ def ablations() -> list[Ablation]:
 
 
 def find_ablation(token: str) -> Ablation:
-    """The set named by its folder ("ch03_ldmatrix"), its slug ("ldmatrix") or the chapter it splits ("3", "03"),
-    where that chapter has one set; else a ValueError."""
+    """The set named by its folder ("ch03_ldmatrix"), its slug ("ldmatrix") or the chapter it splits ("3", "03"):
+    that chapter's only set, or the one named as the chapter is (ch19_dynamic_schedule for k19_dynamic_schedule);
+    else a ValueError."""
     sets, token = ablations(), token.strip()
     named = [a for a in sets if token in (a.name, SET_FOLDER.fullmatch(a.name).group(2))]
     numbered = [a for a in sets if token in (str(a.number), f"{a.number:02d}")]
-    if named or len(numbered) == 1:
-        return (named or numbered)[0]
+    own = [a for a in numbered if (ROOT / f"k{a.name[2:]}").is_dir()]  # ch19_dynamic_schedule: k19_dynamic_schedule/
+    if named or len(numbered) == 1 or own:
+        return (named or own or numbered)[0]
     if numbered:
         folders = ", ".join(a.name for a in numbered)
         raise ValueError(f"chapter {numbered[0].number} has {len(numbered)} ablation sets ({folders}): name one")
