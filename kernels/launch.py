@@ -405,11 +405,12 @@ class AttentionKernel:
         """
         q, k, v = check_inputs(q, k, v, causal=causal)
         scale = check_scale(scale)
-        if (seq_lens_k is not None or return_lse) and (not self.kv_cache or self.plain_prefill):
+        if seq_lens_k is not None or return_lse:
             wanted = "per-sequence KV lengths" if seq_lens_k is not None else "the log-sum-exp"
+            if not self.kv_cache:
+                raise ValueError(f"{self.chapter}: {wanted} need a split-KV chapter (kv_cache), not this one")
             if self.plain_prefill:
                 raise ValueError(f"{self.chapter}: compiled for plain prefill calls alone, without {wanted}")
-            raise ValueError(f"{self.chapter}: {wanted} need a split-KV chapter (kv_cache), not this one")
         seq_lens_k = check_seq_lens_k(seq_lens_k, q, k, causal=causal)
         if out is None:
             out = torch.empty_like(q)
