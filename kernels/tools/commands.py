@@ -41,6 +41,7 @@ MEASURING_OPTIONS = (
     "--repeats",
     "--rounds",
     "--seed",
+    "--clocks",
 )
 SHAPE_DEFAULTS = {"batch": 16, "seq_len": 4096, "heads": 16}  # the headline shape
 SHAPE_OPTIONS = ("--batch", "--heads", "--seq-len", "--dtype", "--causal")  # what a preset's shapes fix
@@ -150,6 +151,12 @@ def add_timing_options(parser: Parser) -> None:
         help="timed runs per contender per round; the round's value is their median",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random q, k and v")
+    parser.add_argument(
+        "--clocks",
+        action="store_true",
+        help="also read the SM clock and the board's power through NVML while each contender's calls are timed, "
+        "as two more columns",
+    )
     parser.add_argument("--markdown", action="store_true", help="print GitHub Markdown tables instead of rich ones")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also save every timed sample as JSON")
     parser.add_argument(

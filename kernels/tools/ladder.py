@@ -24,6 +24,7 @@ from kernels.chapters import Chapter, chapters, select
 from kernels.launch import DTYPES, gpu_arch
 from kernels.tools.ceilings import Ceilings, instruction_family, load_ceilings
 from kernels.tools.cli import ToolError, UsageError, names
+from kernels.tools.clocks import ClockSampler, median_reading
 from kernels.tools.progress import Progress
 from kernels.tools.runs import Grid, Row, Run, RunFileError, load_runs, save_runs, shape_title
 from kernels.tools.sources import source_hashes
@@ -185,8 +186,10 @@ def timed_rounds(
     args: argparse.Namespace,
     progress: Progress,
 ) -> list[list[str]]:
-    """Time every row's contender once per round, in an order that rotates; returns each round's order."""
+    """Time every row's contender once per round, in an order that rotates; returns each round's order. With
+    ``args.clocks``, each row also gets the SM clock and power NVML read while its calls ran, per round."""
     attention = {contender.name: contender.attention for contender in contenders}
+    sampler = ClockSampler(inputs[0][0].device.index) if getattr(args, "clocks", False) else None
     order = []
     for round_index in range(args.rounds):
         order.append(rotated(list(rows), round_index))
@@ -194,7 +197,10 @@ def timed_rounds(
             for name in order[-1]:
                 with progress.detail(f"timing {name}"):
                     call = on_input_sets(attention[name], inputs, causal)
-                    rows[name].samples_ms.append(time_ms(call, args.warmup, args.repeats))
+                    sampling = sampler.sampling() if sampler else None
+                    rows[name].samples_ms.append(time_ms(call, args.warmup, args.repeats, during=sampling))
+                    if sampler:
+                        rows[name].clocks.append(median_reading(sampling.samples))
     return order
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels.tools.cli import DTYPE_NAMES
+from kernels.tools.clocks import Reading
 from kernels.tools.stats import Spread, round_medians, spread
 
 
@@ -31,6 +32,7 @@ class Row:
     flops: float  # of one call: the same for every row of a run
     ok: bool | None = None  # kernels only: within the error tolerance
     family: str | None = None  # kernels only: the tensor-core instruction family, "mma.sync" or "wgmma"
+    clocks: list[Reading] = field(default_factory=list)  # per round, with --clocks: the SM clock and power drawn
 
     @property
     def round_ms(self) -> list[float]:
@@ -53,7 +55,7 @@ class Row:
         return self.tflops_spread.median
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "name": self.name,
             "kind": self.kind,
             "family": self.family,
@@ -62,6 +64,7 @@ class Row:
             "ok": self.ok,
             "samples_ms": self.samples_ms,
         }
+        return data | ({"clocks": [reading.to_json() for reading in self.clocks]} if self.clocks else {})
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,8 @@ class Run:
         order = [[row.name for row in rows]] if old else [list(names) for names in data["order"]]
         if any(len(row.samples_ms) != len(order) for row in rows):
             raise ValueError(f"every row needs one sample list per round ({len(order)} rounds)")
+        if any(row.clocks and len(row.clocks) != len(order) for row in rows):
+            raise ValueError(f"a row's clocks need one reading per round ({len(order)} rounds)")
         missing = [key for key in SHAPE_KEYS if key not in data["shape"]]
         if missing:
             raise ValueError(f"the shape has no {', '.join(missing)}")
@@ -189,6 +194,7 @@ def _row_from_json(data: dict, flops: float) -> Row:
         flops,
         data.get("ok"),
         data.get("family"),
+        [Reading.from_json(reading) for reading in data.get("clocks", [])],
     )
 
 

@@ -12,7 +12,7 @@ from tabulate import tabulate
 from kernels.tools.ceilings import MEMORY_BOUND_BELOW, Ceilings, memory_bound, pct_of_dram, pct_of_peak
 from kernels.tools.runs import Row, Run, shape_title
 from kernels.tools.side_by_side import stdout_console
-from kernels.tools.stats import Spread, ratio_spread
+from kernels.tools.stats import Spread, ratio_spread, spread
 from kernels.tools.timing import LAUNCH_MS
 from reference import REFERENCE
 
@@ -68,6 +68,11 @@ def legend(run: Run, ceilings: Ceilings) -> str:
             f"\nsome calls take under {LAUNCH_MS} ms, about what launching one from Python costs the CPU: "
             "their times may include the launch"
         )
+    if any(row.clocks for row in run.rows):
+        text += (
+            "\nSM MHz and W: the SM clock and the board's power, read by NVML every few ms while each contender's "
+            "timed calls ran (kernels/tools/clocks.py), the median of each round's readings"
+        )
     if run.splits:
         counts = ", ".join(f"{name} {n}" for name, n in run.splits.items())
         rules = "split_count, and decode_split_count where a decode kernel runs, kernels/launch.py"
@@ -97,11 +102,19 @@ COLUMNS = ["", "ms", "TFLOP/s", "% of FA2", "% of peak", "step", "max err", "rel
 MEMORY_COLUMNS = ["", "ms", "GB/s", "% of DRAM", "% of FA2", "step", "max err", "rel L2", "check"]
 
 
+# A run timed with --clocks: each row's SM clock and board power while its calls ran, after its step.
+CLOCK_COLUMNS = ["SM MHz", "W"]
+
+
 def columns(run: Run, ceilings: Ceilings) -> list[str]:
-    """The run's table columns: COLUMNS, or MEMORY_COLUMNS for a memory-bound run."""
-    if not memory_bound(run):
-        return COLUMNS
-    return [column for column in MEMORY_COLUMNS if column != "% of DRAM" or ceilings.dram_tbps is not None]
+    """The run's table columns: COLUMNS, or MEMORY_COLUMNS for a memory-bound run; CLOCK_COLUMNS where it has them."""
+    shown = COLUMNS
+    if memory_bound(run):
+        shown = [column for column in MEMORY_COLUMNS if column != "% of DRAM" or ceilings.dram_tbps is not None]
+    if any(row.clocks for row in run.rows):
+        after_step = shown.index("step") + 1
+        shown = [*shown[:after_step], *CLOCK_COLUMNS, *shown[after_step:]]
+    return shown
 
 
 def table_cells(run: Run, ceilings: Ceilings) -> list[list[str]]:
@@ -122,12 +135,21 @@ def table_cells(run: Run, ceilings: Ceilings) -> list[list[str]]:
             "% of peak": "" if peak is None else f"{peak:.1f}%",
             "% of DRAM": "" if dram is None else f"{dram:.1f}%",
             "step": "" if step is None else format_step(step, run.rounds),
+            "SM MHz": clock_cell(row, "sm_mhz", run.rounds),
+            "W": clock_cell(row, "watts", run.rounds),
             "max err": f"{row.max_abs:.1e}",
             "rel L2": f"{row.rel_l2:.1e}",
             "check": {True: "pass", False: "FAIL", None: ""}[row.ok],
         }
         lines.append([cells[column] for column in shown])
     return lines
+
+
+def clock_cell(row: Row, reading: str, rounds: int) -> str:
+    """The median over the rounds of one of the row's clock readings [min–max], or empty without them."""
+    if not row.clocks:
+        return ""
+    return format_spread(spread([getattr(r, reading) for r in row.clocks]), rounds, digits=0)
 
 
 def ceiling_notes(runs: list[Run], ceilings: Ceilings, note: str | None) -> list[str]:

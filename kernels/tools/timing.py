@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
@@ -19,9 +20,16 @@ LAUNCH_MS = 0.2
 WARMUP_MS = 300.0
 
 
-def time_ms(fn: Callable[[int], object], warmup: int, repeats: int, warmup_ms: float = WARMUP_MS) -> list[float]:
+def time_ms(
+    fn: Callable[[int], object],
+    warmup: int,
+    repeats: int,
+    warmup_ms: float = WARMUP_MS,
+    during: AbstractContextManager | None = None,
+) -> list[float]:
     """Time of each of ``repeats`` calls ``fn(i)`` in ms, each between its own pair of CUDA events, after warm-up:
-    ``warmup`` calls, and more until they have kept the GPU busy for ``warmup_ms``."""
+    ``warmup`` calls, and more until they have kept the GPU busy for ``warmup_ms``. The timed calls run inside
+    ``during`` (the clock sampling of `runner.py --clocks`), until the last has ended."""
     calls, busy_ms, batch = 0, 0.0, max(warmup, 1)
     while calls < warmup or busy_ms < warmup_ms:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -33,9 +41,10 @@ def time_ms(fn: Callable[[int], object], warmup: int, repeats: int, warmup_ms: f
         busy_ms += start.elapsed_time(end)
         calls += batch
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
-    for i, (start, end) in enumerate(events):
-        start.record()
-        fn(calls + i)
-        end.record()
-    torch.cuda.synchronize()
+    with during or nullcontext():
+        for i, (start, end) in enumerate(events):
+            start.record()
+            fn(calls + i)
+            end.record()
+        torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in events]
