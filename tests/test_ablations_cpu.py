@@ -42,7 +42,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_eleven_sets_in_chapter_order():
+def test_there_are_thirteen_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -54,9 +54,11 @@ def test_there_are_eleven_sets_in_chapter_order():
         "ch19_l2_prefetch",
         "ch19_ping_pong",
         "ch20_decode_kernel",
+        "ch20_longest_first",
         "ch20_prefill_instance",
+        "ch20_quiet_producer",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -393,3 +395,38 @@ def test_a_plain_prefill_variant_never_splits_a_prefill_call():
     prefill, decode, keys = (1, 128, 8, 128), (8, 1, 32, 128), (1, 32768, 8, 128)
     assert general.splits(prefill, keys, sms=132) > 1 and plain.splits(prefill, keys, sms=132) == 1
     assert plain.splits(decode, keys, sms=132) == general.splits(decode, keys, sms=132) > 1
+
+
+WORK_ITEM_VARIANTS = ("k20_longest_first", "k20_shortest_first", "k20_shorter_first")
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+@pytest.mark.parametrize("name", WORK_ITEM_VARIANTS)
+def test_ch20_work_items_change_the_list_not_the_tile_loop(name, instance):
+    """The work list is the producer's and the consumers' lookup, outside the tile loop: each variant's steady path
+    (the loop less the mask a tile without one jumps over, where causal positions come from the work item) is
+    kernel 20's, instruction for instruction, by kind."""
+    variant, parent = (
+        tile_counts(steady_lines(tile_loop_lines(sass_text(CONTENDERS[n], instance), products=16)))
+        for n in (name, "k20_decode_kernel")
+    )
+    assert variant == parent and parent["HGMMA (wgmma)"] == 16
+
+
+def sleeping_waits(name: str) -> int:
+    """The calls of mbarrier_wait_sleeping in a kernel's source, its definition left out."""
+    return len(re.findall(r"\bmbarrier_wait_sleeping\(&", CONTENDERS[name].source.read_text()))
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch20_quiet_producer_sleeps_in_the_waits_its_grid_names(instance):
+    """Each wait that sleeps between tries brings one NANOSLEEP; the producer has three such waits (Q's buffer, K's
+    and V's stages), the consumers five, and kernel 20 none."""
+    counts = {
+        name: sass_text(CONTENDERS[name], instance).count("NANOSLEEP")
+        for name in ("k20_decode_kernel", "k20_producer_sleeps", "k20_consumers_sleep", "k20_all_sleep")
+    }
+    assert counts["k20_decode_kernel"] == 0
+    assert counts["k20_producer_sleeps"] == sleeping_waits("k20_producer_sleeps") == 3
+    assert counts["k20_consumers_sleep"] == sleeping_waits("k20_consumers_sleep") == 5
+    assert counts["k20_all_sleep"] == counts["k20_producer_sleeps"] + counts["k20_consumers_sleep"]
