@@ -12,8 +12,9 @@ disagree. A page's snippet lies between `<!-- results:NAME:start -->` and `<!-- 
 `step-05` is chapter 5 and the chapter before it, headline and causal; `decode-17` is chapter 17 and the one
 before it at the decode shapes of results/decode.json, beside cuDNN; `ablation-ch03` is the grid of
 results/ablation_ch03.json (`runner.py ablate 3 --json ...`); `runs-dynamic_schedule` is every run of
-results/dynamic_schedule.json, one row per shape, its chapters side by side. A snippet whose results are missing
-is left as it is, with a warning.
+results/dynamic_schedule.json, one row per shape, its chapters side by side; `clocks-fa4_clocks` the same runs'
+rates at the SM clock each held (`runner.py --clocks`). A snippet whose results are missing is left as it is, with
+a warning.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -143,6 +145,8 @@ RUN_TITLES = {
     "dynamic_schedule.json": "Chapter 19 beside 16 and 18: 16,384 keys, the headline shape, causal",
     "fa4_k16_k19.json": "FlashAttention-4 beside chapters 16 and 19 (4,096 keys, full and causal; 1,024; 16,384)",
     "prefill_k16_k20.json": "Chapters 16, 19 and 20 at the headline shape, full and causal",
+    "fa4_clocks.json": "FlashAttention-4 beside chapters 16 and 20, with each one's SM clock and power (four shapes)",
+    "nvrtc_13_4.json": "Chapters 16 and 20 built by NVRTC 13.0 and by 13.4, in alternating runs",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -198,7 +202,11 @@ def run_section(path: Path, results: Path) -> list[str]:
         for group_title, group in sweep_groups(runs).items():
             device = group[0].environment.get("device", "?")
             parts += [f"**{group_title}** on {device}, median TFLOP/s\n", sweep_table(group) + "\n"]
+    # Runs of one file built by different NVRTC releases (results/nvrtc_13_4.json) say which built each.
+    several_builds = len({run.environment.get("nvrtc") for run in runs}) > 1
     for run in runs:
+        if several_builds:
+            parts.append(f"Chapters built by NVRTC {run.environment.get('nvrtc', '?')}:\n")
         parts.append(ladder_block(run, results) + "\n")
         if run.grid is not None:
             parts.append(f"**{run.grid.title}**\n\n{markdown_grid(run)}\n")
@@ -542,6 +550,49 @@ def runs_snippet(name: str, results: Path) -> str:
     )
 
 
+def clocks_snippet(name: str, results: Path) -> str:
+    """Every run of results/NAME.json, timed with --clocks, one row per shape: each chapter's, cuDNN's and
+    FlashAttention-4's TFLOP/s at the SM clock it held, and FlashAttention-4's work per clock cycle over the last
+    chapter's (per round: FlashAttention-4's TFLOP/s over the chapter's, times the chapter's MHz over its own)."""
+    path = results / f"{name}.json"
+    if not path.exists():
+        raise MissingResults(f"no results/{path.name} yet")
+    runs = load_runs(path)
+    names = [row.name for row in runs[0].rows if row.kind == "chapter"]
+    shown = [*names, CUDNN, FA4]
+    lines = []
+    for run in runs:
+        by_name = {row.name: row for row in run.rows}
+        if any(n not in by_name or not by_name[n].clocks for n in shown):
+            raise MissingResults(f"a run of results/{path.name} lacks clocks for one of {', '.join(shown)}")
+        shape = run.shape
+
+        def cell(row) -> str:
+            mhz = median(reading.sm_mhz for reading in row.clocks)
+            return f"{row.tflops_spread.median:.1f} at {mhz:.0f}"
+
+        last, fa4 = by_name[names[-1]], by_name[FA4]
+        per_cycle = ratio_spread(
+            [ms * r.sm_mhz for ms, r in zip(last.round_ms, last.clocks, strict=True)],
+            [ms * r.sm_mhz for ms, r in zip(fa4.round_ms, fa4.clocks, strict=True)],
+        )
+        lines.append(
+            [
+                f"{shape['batch']} × {shape['seq_len']:,}{', causal' if shape['causal'] else ''}",
+                *(cell(by_name[n]) for n in shown),
+                format_spread(per_cycle, run.rounds, 2, "×"),
+            ]
+        )
+    headers = ["batch × seq_len", *names, "cuDNN", "FA4", f"FA4 ÷ {names[-1]}, per cycle"]
+    run = runs[0]
+    return (
+        f"{markdown(headers, lines)}\n\nTFLOP/s at the SM clock in MHz, medians over {run.rounds} rounds; heads "
+        f"{run.shape['heads']}, head_dim {run.shape['head_dim']}, {run.shape['dtype']}, on "
+        f"{run.environment.get('device', '?')}. Per cycle: the median of per-round ratios of TFLOP/s per MHz "
+        f"[min–max]. From results/{path.name} (`scripts/record_results.sh {path.name}`, which runs each shape in turn)."
+    )
+
+
 def ablation_snippet(name: str, results: Path, *, with_steps: bool = False) -> str:
     """An ablation set's grid of median TFLOP/s [min–max] for each run of its file (``ablation_NAME.json``), the
     shape and the command that measured it; ``with_steps``, each cell's speed-up over its row's chapter too."""
@@ -590,6 +641,7 @@ SNIPPETS: dict[re.Pattern, Callable[[str, Path], str]] = {
     re.compile(r"ablation-(ch\d\d\w*)"): ablation_snippet,
     re.compile(r"ablation-steps-(ch\d\d\w*)"): ablation_steps_snippet,
     re.compile(r"runs-(\w+)"): runs_snippet,
+    re.compile(r"clocks-(\w+)"): clocks_snippet,
 }
 
 

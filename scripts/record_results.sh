@@ -61,6 +61,23 @@ record() {
         merge results/fa4_k16_k19.json "$TMP"/fa4_{headline,causal,1024,16384}.json
         ;;
     decode.json) python runner.py decode --rounds 5 --json results/decode.json ;;
+    nvrtc_13_4.json) # kernels 16 and 20 built by NVRTC 13.0 (requirements.txt) and by 13.4, the ptxas release
+        # FlashAttention-4's DSL embeds, in alternating runs. NVRTC_WHEEL: a downloaded wheel, for a machine offline.
+        python -m pip install -q --no-deps --target "$TMP/nvrtc" "${NVRTC_WHEEL:-nvidia-cuda-nvrtc==13.4.*}"
+        nvrtc_13_4() { LD_PRELOAD="$TMP/nvrtc/nvidia/cu13/lib/libnvrtc.so.13" "$@"; }
+        python runner.py --kernels 16,20 --rounds 3 --json "$TMP/nvrtc_13_0_1.json"
+        nvrtc_13_4 python runner.py --kernels 16,20 --rounds 3 --json "$TMP/nvrtc_13_4_1.json"
+        python runner.py --kernels 16,20 --rounds 3 --json "$TMP/nvrtc_13_0_2.json"
+        nvrtc_13_4 python runner.py --kernels 16,20 --rounds 3 --json "$TMP/nvrtc_13_4_2.json"
+        merge results/nvrtc_13_4.json "$TMP"/nvrtc_13_{0_1,4_1,0_2,4_2}.json
+        ;;
+    fa4_clocks.json) # FlashAttention-4 beside chapters 16 and 20 at the four shapes, with each one's SM clock and power
+        python runner.py --kernels 16,20 --rounds 5 --clocks --json "$TMP/clocks_headline.json"
+        python runner.py --kernels 16,20 --rounds 5 --clocks --causal --json "$TMP/clocks_causal.json"
+        python runner.py --kernels 16,20 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/clocks_1024.json"
+        python runner.py --kernels 16,20 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/clocks_16384.json"
+        merge results/fa4_clocks.json "$TMP"/clocks_{headline,causal,1024,16384}.json
+        ;;
     prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
         python runner.py --kernels 16,19,20 --rounds 15 --json "$TMP/prefill_full.json"
         python runner.py --kernels 16,19,20 --rounds 15 --causal --json "$TMP/prefill_causal.json"
@@ -103,6 +120,16 @@ record() {
         python runner.py ablate prefill_instance --rounds 9 --causal --json "$TMP/instance_causal.json"
         merge results/ablation_ch20_prefill_instance.json "$TMP"/instance_{full,causal}.json
         ;;
+    ablation_ch20_longest_first.json) # kernel 20's work items: pairs or single tiles, longer or shorter first
+        python runner.py ablate longest_first --rounds 5 --clocks --json "$TMP/items_full.json"
+        python runner.py ablate longest_first --rounds 5 --clocks --causal --json "$TMP/items_causal.json"
+        merge results/ablation_ch20_longest_first.json "$TMP"/items_{full,causal}.json
+        ;;
+    ablation_ch20_quiet_producer.json) # mbarrier waits that sleep between tries, at the headline shape and 16,384 keys
+        python runner.py ablate quiet_producer --rounds 5 --clocks --json "$TMP/quiet_headline.json"
+        python runner.py ablate quiet_producer --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/quiet_16384.json"
+        merge results/ablation_ch20_quiet_producer.json "$TMP"/quiet_{headline,16384}.json
+        ;;
     ablation_ch20.json) # the decode kernel's copies and merge, each as first written, at the decode shapes
         python runner.py ablate 20 --decode --rounds 5 --json results/ablation_ch20.json ;;
     peak.json) python runner.py peak --json results/peak.json ;;
@@ -134,6 +161,10 @@ record() {
         python runner.py profile 16 cudnn --json results/profile_k16_cudnn.json >results/profile_k16_cudnn.txt
         ;;
     profile_k16_fa4.json) python runner.py profile 16 fa4 --json results/profile_k16_fa4.json ;;
+    profile_k20_fa4_16384.json) # chapter 20 beside FlashAttention-4 at 16,384 keys, one launch each
+        python runner.py profile 20 fa4 --batch 4 --seq-len 16384 --json results/profile_k20_fa4_16384.json \
+            >results/profile_k20_fa4_16384.txt
+        ;;
     stalls_k19_fa4.json) # where the warps of chapter 19 and of FlashAttention-4 wait, instruction by instruction
         python runner.py stalls 19 fa4 --json results/stalls_k19_fa4.json >results/stalls_k19_fa4.txt
         ;;
