@@ -157,6 +157,8 @@ TEXT_FILES = {
     "(`python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors`)",
     "loop_anatomy_k16_k19_fa4.txt": "one tile of the tile loops of chapters 16 and 19 and of FlashAttention-4, in "
     "their SASS (`python -m kernels.tools.loop_anatomy`)",
+    "loop_anatomy_nvrtc_13_4.txt": "one tile of the tile loops of chapters 16 and 20 built by NVRTC 13.4, in SASS "
+    "(`python -m kernels.tools.loop_anatomy 16 20` with NVRTC 13.4 loaded)",
     "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9, one `runner.py profile` per chapter, as text",
     "qwen3_attention.txt": "`python -m examples.qwen3_attention`: a Qwen3 attention layer on torch's backends and "
     "the op, prefill and chunked",

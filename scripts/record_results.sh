@@ -217,6 +217,11 @@ record() {
     qwen3_generation.json) python -m examples.qwen3_generation --json results/qwen3_generation.json ;;
     loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
         python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors >results/loop_anatomy_ch19_trims.txt ;;
+    loop_anatomy_nvrtc_13_4.txt) # the tile loops of chapters 16 and 20 built by NVRTC 13.4 (no GPU needed)
+        python -m pip install -q --no-deps --target "$TMP/nvrtc" "${NVRTC_WHEEL:-nvidia-cuda-nvrtc==13.4.*}"
+        LD_PRELOAD="$TMP/nvrtc/nvidia/cu13/lib/libnvrtc.so.13" FA2_LADDER_CACHE="$TMP/cache" \
+            python -m kernels.tools.loop_anatomy 16 20 >results/loop_anatomy_nvrtc_13_4.txt
+        ;;
     loop_anatomy_k16_k19_fa4.txt) # the tile loops of chapters 16 and 19 beside FlashAttention-4's, from the cubin its DSL keeps
         for causal in "" --causal; do
             CUTE_DSL_KEEP=cubin CUTE_DSL_DUMP_DIR="$TMP/fa4" python -m kernels.tools.run_once fa4 --batch 2 --seq-len 4096 --heads 16 $causal
