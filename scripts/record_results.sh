@@ -125,6 +125,13 @@ record() {
         python runner.py ablate longest_first --rounds 5 --clocks --causal --json "$TMP/items_causal.json"
         merge results/ablation_ch20_longest_first.json "$TMP"/items_{full,causal}.json
         ;;
+    ablation_ch20_maxima_first.json) # FlashAttention-4's order on kernel 20, taken apart, at the four shapes of fa4_clocks.json
+        python runner.py ablate maxima_first --rounds 5 --clocks --json "$TMP/maxima_headline.json"
+        python runner.py ablate maxima_first --rounds 5 --clocks --causal --json "$TMP/maxima_causal.json"
+        python runner.py ablate maxima_first --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/maxima_1024.json"
+        python runner.py ablate maxima_first --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/maxima_16384.json"
+        merge results/ablation_ch20_maxima_first.json "$TMP"/maxima_{headline,causal,1024,16384}.json
+        ;;
     ablation_ch20_quiet_producer.json) # mbarrier waits that sleep between tries, at the headline shape and 16,384 keys
         python runner.py ablate quiet_producer --rounds 5 --clocks --json "$TMP/quiet_headline.json"
         python runner.py ablate quiet_producer --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/quiet_16384.json"

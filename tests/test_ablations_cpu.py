@@ -42,7 +42,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_thirteen_sets_in_chapter_order():
+def test_there_are_fourteen_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -55,10 +55,11 @@ def test_there_are_thirteen_sets_in_chapter_order():
         "ch19_ping_pong",
         "ch20_decode_kernel",
         "ch20_longest_first",
+        "ch20_maxima_first",
         "ch20_prefill_instance",
         "ch20_quiet_producer",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20, 20]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -430,3 +431,28 @@ def test_ch20_quiet_producer_sleeps_in_the_waits_its_grid_names(instance):
     assert counts["k20_producer_sleeps"] == sleeping_waits("k20_producer_sleeps") == 3
     assert counts["k20_consumers_sleep"] == sleeping_waits("k20_consumers_sleep") == 5
     assert counts["k20_all_sleep"] == counts["k20_producer_sleeps"] + counts["k20_consumers_sleep"]
+
+
+def between_the_waits(name: str, instance: str) -> tuple[Counter, Counter]:
+    """The opcodes of a kernel's steady path between its wait for S (gsb0, 0x1) and its wait for P V (0x0), and
+    after the second."""
+    steady = steady_lines(tile_loop_lines(sass_text(CONTENDERS[name], instance), products=16))
+    first = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line)
+    second = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
+    return (opcodes("\n".join(steady[first:second])), opcodes("\n".join(steady[second:])))
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch20_maxima_first_moves_the_maxima_between_the_waits(instance):
+    """Kernel 20 and k20_ping_pong wait for P V right after S: next to no FMNMX and no MUFU.EX2 between the waits.
+    With the fence, every FMNMX of the row maxima and the rescales' exponentials come before the wait for P V, and
+    the fence's MEMBAR with them; the turns add a named-barrier sync and arrive (BAR) to the tile loop."""
+    for name in ("k20_decode_kernel", "k20_ping_pong", "k20_maxima_first", "k20_maxima_ping_pong"):
+        between, after = between_the_waits(name, instance)
+        if "maxima" in name:
+            assert total(between, "FMNMX") >= 64 and total(after, "FMNMX") == 0, name
+            assert total(between, "MUFU.EX2") >= 2 and total(between, "MEMBAR") == 1, name
+        else:
+            assert total(between, "FMNMX") <= 1 and total(between, "MUFU.EX2") == 0, name
+        loop = opcodes("\n".join(tile_loop_lines(sass_text(CONTENDERS[name], instance), products=16)))
+        assert (total(loop, "BAR") == 2) == ("ping_pong" in name), name
