@@ -36,7 +36,7 @@ from kernels.tools.peak import load_peak, markdown_tables  # noqa: E402
 from kernels.tools.profiling import load_profile_table  # noqa: E402
 from kernels.tools.read_rate import load_read_rate  # noqa: E402
 from kernels.tools.read_rate import markdown_tables as read_rate_tables  # noqa: E402
-from kernels.tools.runs import Run, RunFileError, load_runs, shape_title  # noqa: E402
+from kernels.tools.runs import Row, Run, RunFileError, load_runs, shape_title  # noqa: E402
 from kernels.tools.stats import Spread, ratio_spread, verdict  # noqa: E402
 from kernels.tools.tables import (  # noqa: E402
     ceiling_notes,
@@ -511,6 +511,11 @@ def decode_snippet(number: str, results: Path) -> str:
     )
 
 
+def shape_label(shape: dict) -> str:
+    """A row's shape in a snippet across shapes: "16 × 4,096", ", causal" where it is."""
+    return f"{shape['batch']} × {shape['seq_len']:,}{', causal' if shape['causal'] else ''}"
+
+
 def runs_snippet(name: str, results: Path) -> str:
     """Every run of results/NAME.json, one row per shape: each chapter's TFLOP/s [min–max], the last chapter's step
     over the one before it, cuDNN's TFLOP/s, and where the runs have FlashAttention-4, its TFLOP/s and the last
@@ -529,9 +534,8 @@ def runs_snippet(name: str, results: Path) -> str:
         by_name = {row.name: row for row in run.rows}
         if any(n not in by_name for n in [*names, CUDNN]):
             raise MissingResults(f"a run of results/{path.name} lacks one of {', '.join(names)} or {CUDNN}")
-        shape = run.shape
         cells = [
-            f"{shape['batch']} × {shape['seq_len']:,}{', causal' if shape['causal'] else ''}",
+            shape_label(run.shape),
             *(format_spread(by_name[n].tflops_spread, run.rounds) for n in names),
             step_text(run, names[-1]),
             format_spread(by_name[CUDNN].tflops_spread, run.rounds),
@@ -552,6 +556,16 @@ def runs_snippet(name: str, results: Path) -> str:
     )
 
 
+def cycles(row: Row) -> list[float]:
+    """Each round's time in SM cycles, up to a constant: its ms times the MHz the SM held while it ran."""
+    return [ms * reading.sm_mhz for ms, reading in zip(row.round_ms, row.clocks, strict=True)]
+
+
+def rate_at_clock(row: Row) -> str:
+    """ "589.7 at 1680": the row's median TFLOP/s at the median SM clock, in MHz, that it held."""
+    return f"{row.tflops_spread.median:.1f} at {median(reading.sm_mhz for reading in row.clocks):.0f}"
+
+
 def clocks_snippet(name: str, results: Path) -> str:
     """Every run of results/NAME.json, timed with --clocks, one row per shape: each chapter's, cuDNN's and
     FlashAttention-4's TFLOP/s at the SM clock it held, and FlashAttention-4's work per clock cycle over the last
@@ -567,21 +581,12 @@ def clocks_snippet(name: str, results: Path) -> str:
         by_name = {row.name: row for row in run.rows}
         if any(n not in by_name or not by_name[n].clocks for n in shown):
             raise MissingResults(f"a run of results/{path.name} lacks clocks for one of {', '.join(shown)}")
-        shape = run.shape
-
-        def cell(row) -> str:
-            mhz = median(reading.sm_mhz for reading in row.clocks)
-            return f"{row.tflops_spread.median:.1f} at {mhz:.0f}"
-
         last, fa4 = by_name[names[-1]], by_name[FA4]
-        per_cycle = ratio_spread(
-            [ms * r.sm_mhz for ms, r in zip(last.round_ms, last.clocks, strict=True)],
-            [ms * r.sm_mhz for ms, r in zip(fa4.round_ms, fa4.clocks, strict=True)],
-        )
+        per_cycle = ratio_spread(cycles(last), cycles(fa4))
         lines.append(
             [
-                f"{shape['batch']} × {shape['seq_len']:,}{', causal' if shape['causal'] else ''}",
-                *(cell(by_name[n]) for n in shown),
+                shape_label(run.shape),
+                *(rate_at_clock(by_name[n]) for n in shown),
                 format_spread(per_cycle, run.rounds, 2, "×"),
             ]
         )

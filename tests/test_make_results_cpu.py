@@ -284,3 +284,34 @@ def test_runs_snippet_adds_flashattention4_and_the_ratio_to_it(tmp_path):
     assert "| FA4 TFLOP/s" in body and "k03_ldmatrix ÷ FA4" in body
     [line] = [line for line in body.splitlines() if line.startswith("| 1 × 64")]
     assert line.rstrip(" |").endswith("0.75× [0.50–1.00]")  # per round 1/2, 2/2
+
+
+def test_clocks_snippet_shows_each_rate_at_its_clock_and_the_work_per_cycle(tmp_path):
+    """Each contender's TFLOP/s at the SM clock it held, and FlashAttention-4's work per cycle over the last
+    chapter's, round by round: its time times its clock against the chapter's."""
+    times = {
+        "torch cuDNN": [2.0, 2.0],
+        "flash-attn-4": [1.0, 1.0],
+        "k02_cp_async": [4.0, 4.0],
+        "k03_ldmatrix": [2.0, 2.0],
+    }
+    clocks = {"torch cuDNN": 1500.0, "flash-attn-4": 1500.0, "k02_cp_async": 1800.0, "k03_ldmatrix": [1800.0, 1500.0]}
+    saved(tmp_path / "clocked.json", False, times)
+    run = json.loads((tmp_path / "clocked.json").read_text())
+    for row in run[0]["rows"]:
+        mhz = clocks[row["name"]]
+        row["clocks"] = [{"sm_mhz": m, "watts": 690.0} for m in (mhz if isinstance(mhz, list) else [mhz, mhz])]
+    (tmp_path / "clocked.json").write_text(json.dumps(run))
+    page = "<!-- results:clocks-clocked:start -->\n<!-- results:clocks-clocked:end -->\n"
+    body = between(make_results.fill_snippets(page, tmp_path, "page.md"), "clocks-clocked")
+    [line] = [line for line in body.splitlines() if line.startswith("| 1 × 64")]
+    assert "| 500.0 at 1650 " in line and "| 1000.0 at 1500 " in line  # k03: 1 TFLOP in 2 ms; FA4 in 1 ms
+    # Per round, k03's cycles over FA4's: 2 x 1800 / (1 x 1500) = 2.4, then 2 x 1500 / 1500 = 2.0.
+    assert line.rstrip(" |").endswith("2.20× [2.00–2.40]") and "FA4 ÷ k03_ldmatrix, per cycle" in body
+
+
+def test_clocks_snippet_without_clocks_is_left_with_a_warning(tmp_path, capsys):
+    saved(tmp_path / "unclocked.json", False, {"torch cuDNN": [2.0], "flash-attn-4": [1.0], "k02_cp_async": [4.0]})
+    page = "<!-- results:clocks-unclocked:start -->\nas it was\n<!-- results:clocks-unclocked:end -->\n"
+    assert make_results.fill_snippets(page, tmp_path, "page.md") == page
+    assert "lacks clocks" in capsys.readouterr().err
