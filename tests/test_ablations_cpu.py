@@ -23,7 +23,7 @@ from kernels.tools.loop_anatomy import (
     tile_loop_lines,
 )
 from kernels.tools.sass import disassemble, opcodes, resource_usage
-from tests.helpers import changed, deepest_wait, sass_text, tile_loop, total
+from tests.helpers import between_the_waits, changed, deepest_wait, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
 LADDER = {c.name: c for c in chapters()}
@@ -433,22 +433,13 @@ def test_ch20_quiet_producer_sleeps_in_the_waits_its_grid_names(instance):
     assert counts["k20_all_sleep"] == counts["k20_producer_sleeps"] + counts["k20_consumers_sleep"]
 
 
-def between_the_waits(name: str, instance: str) -> tuple[Counter, Counter]:
-    """The opcodes of a kernel's steady path between its wait for S (gsb0, 0x1) and its wait for P V (0x0), and
-    after the second."""
-    steady = steady_lines(tile_loop_lines(sass_text(CONTENDERS[name], instance), products=16))
-    first = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line)
-    second = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
-    return (opcodes("\n".join(steady[first:second])), opcodes("\n".join(steady[second:])))
-
-
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
 def test_ch20_maxima_first_moves_the_maxima_between_the_waits(instance):
     """Kernel 20 and k20_ping_pong wait for P V right after S: next to no FMNMX and no MUFU.EX2 between the waits.
     With the fence, every FMNMX of the row maxima and the rescales' exponentials come before the wait for P V, and
     the fence's MEMBAR with them; the turns add a named-barrier sync and arrive (BAR) to the tile loop."""
     for name in ("k20_decode_kernel", "k20_ping_pong", "k20_maxima_first", "k20_maxima_ping_pong"):
-        between, after = between_the_waits(name, instance)
+        between, after = between_the_waits(CONTENDERS[name], instance)
         if "maxima" in name:
             assert total(between, "FMNMX") >= 64 and total(after, "FMNMX") == 0, name
             assert total(between, "MUFU.EX2") >= 2 and total(between, "MEMBAR") == 1, name

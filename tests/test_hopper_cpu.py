@@ -18,7 +18,7 @@ from kernels.tma import _encoded as encoded_maps
 from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
 from kernels.tools.sass import disassemble, opcodes, resource_usage
-from tests.helpers import CHAPTERS, sass_text, source_constant, total
+from tests.helpers import CHAPTERS, between_the_waits, sass_text, source_constant, total
 from tests.test_docs_cpu import PREFILL_AS_BEFORE
 
 by_number = {c.number: c for c in CHAPTERS}
@@ -625,18 +625,7 @@ def test_the_decode_kernel_takes_tiles_of_at_most_16_rows(chapter):
 def test_kernel20_runs_its_whole_softmax_after_p_v_has_landed(instance):
     """In kernel 20's steady path ptxas leaves next to nothing between the wait for S (gsb0, 0x1) and the wait for
     P V (0x0): at most one FMNMX and no exponential; all 66 MUFU.EX2 and the other maxima come after the second."""
-    from kernels.tools.loop_anatomy import steady_lines
-
     [kernel20] = [c for c in CHAPTERS if c.number == 20]
-    steady = steady_lines(wgmma_loop_lines(sass_text(kernel20, instance), products=16))
-    first = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line)
-    second = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
-    between, after = Counter(map(mnemonic_of, steady[first:second])), Counter(map(mnemonic_of, steady[second:]))
-    assert first < second and between["MUFU.EX2"] == 0 and between["FMNMX"] <= 1
-    assert after["MUFU.EX2"] == 66 and after["FMNMX"] >= 64
-
-
-def mnemonic_of(line: str) -> str | None:
-    """The opcode of one SASS line with its first modifier (MUFU.EX2), or None for a line without one."""
-    found = re.search(r"\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)?)", line)
-    return found[1] if found else None
+    between, after = between_the_waits(kernel20, instance)
+    assert total(between, "MUFU.EX2") == 0 and total(between, "FMNMX") <= 1
+    assert total(after, "MUFU.EX2") == 66 and total(after, "FMNMX") >= 64

@@ -189,7 +189,7 @@ def timed_rounds(
     """Time every row's contender once per round, in an order that rotates; returns each round's order. With
     ``args.clocks``, each row also gets the SM clock and power NVML read while its calls ran, per round."""
     attention = {contender.name: contender.attention for contender in contenders}
-    sampler = ClockSampler(inputs[0][0].device.index) if getattr(args, "clocks", False) else None
+    sampler = ClockSampler(inputs[0][0].device.index) if args.clocks else None
     order = []
     for round_index in range(args.rounds):
         order.append(rotated(list(rows), round_index))
