@@ -147,6 +147,9 @@ RUN_TITLES = {
     "prefill_k16_k20.json": "Chapters 16, 19 and 20 at the headline shape, full and causal",
     "fa4_clocks.json": "FlashAttention-4 beside chapters 16 and 20, with each one's SM clock and power (four shapes)",
     "nvrtc_13_4.json": "Chapters 16 and 20 built by NVRTC 13.0 and by 13.4, in alternating runs",
+    "prefill_k16_k21.json": "Chapters 16, 20 and 21 at the headline shape, full and causal",
+    "fa4_k21.json": "FlashAttention-4 beside chapters 16, 20 and 21, with each one's SM clock and power (four shapes)",
+    "decode_k21.json": "Decoding: chapters 16, 20 and 21 at the decode shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -157,6 +160,8 @@ TEXT_FILES = {
     "(`python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors`)",
     "loop_anatomy_k16_k19_fa4.txt": "one tile of the tile loops of chapters 16 and 19 and of FlashAttention-4, in "
     "their SASS (`python -m kernels.tools.loop_anatomy`)",
+    "loop_anatomy_k20_k21.txt": "one tile of the tile loops of chapters 20 and 21, in their SASS "
+    "(`python -m kernels.tools.loop_anatomy 20 21`)",
     "loop_anatomy_nvrtc_13_4.txt": "one tile of the tile loops of chapters 16 and 20 built by NVRTC 13.4, in SASS "
     "(`python -m kernels.tools.loop_anatomy 16 20` with NVRTC 13.4 loaded)",
     "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9, one `runner.py profile` per chapter, as text",
@@ -174,9 +179,12 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 19`)",
     "sanitizer_k20.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 20, with a decode shape "
     "(`scripts/sanitize.py 20`)",
+    "sanitizer_k21.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 21, with a decode shape "
+    "(`scripts/sanitize.py 21`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
+DECODE_LATER_FILES = "decode_k[0-9][0-9].json"  # `runner.py decode --kernels ...`: a chapter after decode.json's
 DECODE_INTRO = (
     "`python runner.py decode`: one new query row per sequence attends to its KV cache, with grouped-query heads, as "
     "when a model generates one token at a time. Each call reads all of K and V for a few FLOPs per byte, so it waits "
@@ -273,7 +281,8 @@ def text_line(path: Path) -> str:
     return f"- [`results/{path.name}`](../results/{path.name}): {what}"
 
 
-GENERATION_FILE = "qwen3_generation.json"  # `python -m examples.qwen3_generation --json results/qwen3_generation.json`
+# `python -m examples.qwen3_generation --json results/qwen3_generation.json`; --chapter N: qwen3_generation_kNN.json
+GENERATION_FILES = "qwen3_generation*.json"
 
 
 def generation_section(path: Path) -> list[str]:
@@ -337,9 +346,10 @@ def results_page(results: Path) -> str:
         known = order.index(path.name) if path.name in order else len(order)
         return known + (path.name not in order and load_runs(path)[0].grid is not None), path.name
 
-    special = (PEAK_FILE, READ_RATE_FILE, DECODE_SPLITS_FILE, GENERATION_FILE)
+    generations = sorted(results.glob(GENERATION_FILES))
+    special = (PEAK_FILE, READ_RATE_FILE, DECODE_SPLITS_FILE)
     run_files = sorted(
-        (path for path in json_files if path.name not in special and path not in profiles and path not in stalls),
+        (path for path in json_files if path.name not in special and path not in profiles + stalls + generations),
         key=place,
     )
     others = [path for path in files if path.suffix not in (".json", ".txt")]
@@ -367,8 +377,8 @@ def results_page(results: Path) -> str:
         parts += profile_section(path)
     for path in stalls:
         parts += stalls_section(path)
-    if (results / GENERATION_FILE).exists():
-        parts += generation_section(results / GENERATION_FILE)
+    for path in generations:
+        parts += generation_section(path)
     texts = [path for path in files if path.suffix == ".txt"] + others
     if texts:
         parts += ["## Text files\n", "\n".join(text_line(path) for path in texts) + "\n"]
@@ -477,18 +487,22 @@ def step_snippet(number: str, results: Path) -> str:
 
 def decode_snippet(number: str, results: Path) -> str:
     """Chapter N and the chapter before it at each decode shape: median GB/s [min–max], the step, and cuDNN's GB/s."""
-    runs = load_runs(results / DECODE_FILE)
-    rows = [row.name for row in runs[0].rows if row.kind == "chapter"]
-    name = next((n for n in rows if n.startswith(f"k{number}_")), None)
-    if name is None or rows.index(name) == 0:
-        raise MissingResults(f"chapter {int(number)} or the one before it is not in results/{DECODE_FILE}")
+    # decode.json, or a later run of the chapters after it (decode_kNN.json): the first that holds chapter N.
+    for path in [results / DECODE_FILE, *sorted(results.glob(DECODE_LATER_FILES))]:
+        runs = load_runs(path)
+        rows = [row.name for row in runs[0].rows if row.kind == "chapter"]
+        name = next((n for n in rows if n.startswith(f"k{number}_")), None)
+        if name is not None and rows.index(name) > 0:
+            break
+    else:
+        raise MissingResults(f"chapter {int(number)} or the one before it is in no results/decode*.json")
     before = rows[rows.index(name) - 1]
     lines = []
     for run in runs:
         by_name = {row.name: row for row in run.rows}
         cudnn = by_name.get(CUDNN)
         if before not in by_name or name not in by_name or cudnn is None:
-            raise MissingResults(f"a run of results/{DECODE_FILE} lacks {before}, {name} or {CUDNN}")
+            raise MissingResults(f"a run of results/{path.name} lacks {before}, {name} or {CUDNN}")
         shape = run.shape
         ratio = ratio_spread(cudnn.round_ms, by_name[name].round_ms)
         lines.append(
@@ -506,7 +520,7 @@ def decode_snippet(number: str, results: Path) -> str:
     return (
         f"{markdown(headers, lines)}\n\nOne query row per sequence, head_dim 128, bf16, on "
         f"{run.environment.get('device', '?')}: {rounds_words(run)}; GB/s count the fewest bytes a call must move; the "
-        f"step and ÷ cuDNN are medians of per-round ratios. From results/{DECODE_FILE} "
+        f"step and ÷ cuDNN are medians of per-round ratios. From results/{path.name} "
         f"(`{run.environment.get('command', '?')}`)."
     )
 

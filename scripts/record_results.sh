@@ -78,6 +78,19 @@ record() {
         python runner.py --kernels 16,20 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/clocks_16384.json"
         merge results/fa4_clocks.json "$TMP"/clocks_{headline,causal,1024,16384}.json
         ;;
+    fa4_k21.json) # FlashAttention-4 beside chapters 16, 20 and 21 at the four shapes, with each one's SM clock and power
+        python runner.py --kernels 16,20,21 --rounds 5 --clocks --json "$TMP/k21_headline.json"
+        python runner.py --kernels 16,20,21 --rounds 5 --clocks --causal --json "$TMP/k21_causal.json"
+        python runner.py --kernels 16,20,21 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k21_1024.json"
+        python runner.py --kernels 16,20,21 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k21_16384.json"
+        merge results/fa4_k21.json "$TMP"/k21_{headline,causal,1024,16384}.json
+        ;;
+    prefill_k16_k21.json) # chapters 16, 20 and 21 at the headline shape, full and causal, in long runs
+        python runner.py --kernels 16,20,21 --rounds 15 --json "$TMP/prefill_k21_full.json"
+        python runner.py --kernels 16,20,21 --rounds 15 --causal --json "$TMP/prefill_k21_causal.json"
+        merge results/prefill_k16_k21.json "$TMP"/prefill_k21_{full,causal}.json
+        ;;
+    decode_k21.json) python runner.py decode --kernels 16,20,21 --rounds 5 --json results/decode_k21.json ;;
     prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
         python runner.py --kernels 16,19,20 --rounds 15 --json "$TMP/prefill_full.json"
         python runner.py --kernels 16,19,20 --rounds 15 --causal --json "$TMP/prefill_causal.json"
@@ -172,6 +185,10 @@ record() {
         python runner.py profile 20 fa4 --batch 4 --seq-len 16384 --json results/profile_k20_fa4_16384.json \
             >results/profile_k20_fa4_16384.txt
         ;;
+    profile_k20_k21_16384.json) # chapters 20 and 21 at 16,384 keys, one launch each: the maxima under P V
+        python runner.py profile 20 21 --batch 4 --seq-len 16384 --json results/profile_k20_k21_16384.json \
+            >results/profile_k20_k21_16384.txt
+        ;;
     stalls_k19_fa4.json) # where the warps of chapter 19 and of FlashAttention-4 wait, instruction by instruction
         python runner.py stalls 19 fa4 --json results/stalls_k19_fa4.json >results/stalls_k19_fa4.txt
         ;;
@@ -198,6 +215,7 @@ record() {
         ;;
     sanitizer_k19.txt) sanitize 19 >results/sanitizer_k19.txt ;;
     sanitizer_k20.txt) sanitize 20 >results/sanitizer_k20.txt ;;
+    sanitizer_k21.txt) sanitize 21 >results/sanitizer_k21.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"
@@ -222,8 +240,12 @@ record() {
             >results/profile_decode_128x2048.txt
         ;;
     qwen3_generation.json) python -m examples.qwen3_generation --json results/qwen3_generation.json ;;
+    qwen3_generation_k21.json) # the generation on chapter 21, the op's chapter
+        python -m examples.qwen3_generation --chapter 21 --json results/qwen3_generation_k21.json ;;
     loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
         python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors >results/loop_anatomy_ch19_trims.txt ;;
+    loop_anatomy_k20_k21.txt) # the tile loops of chapters 20 and 21: the maxima under P V (no GPU needed)
+        python -m kernels.tools.loop_anatomy 20 21 >results/loop_anatomy_k20_k21.txt ;;
     loop_anatomy_nvrtc_13_4.txt) # the tile loops of chapters 16 and 20 built by NVRTC 13.4 (no GPU needed)
         python -m pip install -q --no-deps --target "$TMP/nvrtc" "${NVRTC_WHEEL:-nvidia-cuda-nvrtc==13.4.*}"
         LD_PRELOAD="$TMP/nvrtc/nvidia/cu13/lib/libnvrtc.so.13" FA2_LADDER_CACHE="$TMP/cache" \

@@ -447,3 +447,11 @@ def test_ch20_maxima_first_moves_the_maxima_between_the_waits(instance):
             assert total(between, "FMNMX") <= 1 and total(between, "MUFU.EX2") == 0, name
         loop = opcodes("\n".join(tile_loop_lines(sass_text(CONTENDERS[name], instance), products=16)))
         assert (total(loop, "BAR") == 2) == ("ping_pong" in name), name
+
+
+def test_chapter_21_is_the_maxima_cell_of_its_ablation_set():
+    """The ch20_maxima_first cell that paid became chapter 21: the same kernel, line for line, under its own
+    header, so the set's grid measured the chapter's code."""
+    chapter = LADDER["k21_maxima_first"].source.read_text().splitlines()
+    variant = CONTENDERS["k20_maxima_first"].source.read_text().splitlines()
+    assert chapter != variant and without_header(chapter) == without_header(variant)

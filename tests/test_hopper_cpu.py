@@ -587,6 +587,14 @@ def test_the_decode_kernel_copies_with_cp_async_and_multiplies_16_row_tiles(chap
     assert decode["DECODE_BLOCKS_PER_SM"] * (decode["DECODE_SMEM_BYTES"] + 1024) <= 228 * 1024
 
 
+def sass_lines(chapter, instance: str) -> list[str]:
+    """An instance's SASS (decode_attention's too), one instruction a line, without the addresses that code moved
+    elsewhere shifts."""
+    cubin = compile_nvrtc(chapter.source, "sm_90a", chapter.kernel.instances)
+    sass = disassemble(cubin)[cubin.lowered_names[instance]]
+    return [re.sub(r"/\*[0-9a-f]{4,}\*/", "", line).strip() for line in sass.splitlines()]
+
+
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
 def test_the_first_decode_chapter_prefills_with_its_predecessors_kernel_instruction_for_instruction(instance):
     """The chapter that adds a decode kernel leaves the other alone: every flash_attention instance's SASS is the
@@ -594,11 +602,7 @@ def test_the_first_decode_chapter_prefills_with_its_predecessors_kernel_instruct
     first = DECODE_CHAPTERS[0]
     assert first.number == PREFILL_AS_BEFORE  # the page that shows no prefill step for it
     before = next(c for c in CHAPTERS if c.number == first.number - 1)
-
-    def instructions(chapter) -> list[str]:
-        return [re.sub(r"/\*[0-9a-f]{4,}\*/", "", line).strip() for line in sass_text(chapter, instance).splitlines()]
-
-    assert instructions(first) == instructions(before)
+    assert sass_lines(first, instance) == sass_lines(before, instance)
 
 
 def test_decode_splits_fill_the_gpu_and_keep_their_tiles():
@@ -629,3 +633,21 @@ def test_kernel20_runs_its_whole_softmax_after_p_v_has_landed(instance):
     between, after = between_the_waits(kernel20, instance)
     assert total(between, "MUFU.EX2") == 0 and total(between, "FMNMX") <= 1
     assert total(after, "MUFU.EX2") == 66 and total(after, "FMNMX") >= 64
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_kernel21_runs_the_row_maxima_under_p_v(instance):
+    """Chapter 21's fence holds the row maxima between the wait for S and the wait for P V: every FMNMX of the tile
+    and the rescales' exponentials come before the second wait, with the fence's one MEMBAR, and none after it;
+    the tile's 66 MUFU.EX2 are all still there, split between the two sides."""
+    between, after = between_the_waits(by_number[21], instance)
+    assert total(between, "FMNMX") >= 64 and total(after, "FMNMX") == 0
+    assert total(between, "MUFU.EX2") >= 2 and total(between, "MEMBAR") == 1
+    assert total(between, "MUFU.EX2") + total(after, "MUFU.EX2") == 66
+
+
+@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
+def test_kernel21_decodes_with_kernel20s_decode_kernel(instance):
+    """Chapter 21 changes the prefill kernel's softmax alone: its decode_attention is kernel 20's, instruction for
+    instruction, so decode calls run at chapter 20's speed."""
+    assert sass_lines(by_number[21], instance) == sass_lines(by_number[20], instance)
