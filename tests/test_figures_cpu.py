@@ -337,3 +337,38 @@ def test_the_decode_figures_are_drawn_at_the_size_of_the_committed_ones(figures,
     figures.main(["packed_gqa", "split_kv", "--out", str(tmp_path)])
     for name in ("packed_gqa.png", "split_kv.png"):
         assert png_size(tmp_path / name) == png_size(FIGURES / name)
+
+
+@pytest.mark.parametrize("maxima_first", [False, True])
+def test_the_maxima_schedules_keep_the_data_dependences(figures, maxima_first):
+    """Page 21's schematic: one product at a time on the tensor cores; a tile's maxima after its S, its exponentials
+    after its maxima and after the P·V before it, its P packed after them and multiplied by V after that."""
+    loop = figures.maxima_first
+    steps = loop.schedule(5, maxima_first=maxima_first)
+    products = sorted(span for kind in (loop.SCORES, loop.PRODUCTS) for span in spans(steps, kind).values())
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(products, products[1:], strict=False))
+    scores, maxima = spans(steps, loop.SCORES), spans(steps, loop.MAXIMA_STEP)
+    exponentials, packs, pv = (
+        spans(steps, loop.EXPONENTIALS_STEP),
+        spans(steps, loop.PACKS),
+        spans(steps, loop.PRODUCTS),
+    )
+    assert sorted(scores) == sorted(maxima) == sorted(exponentials) == sorted(packs) == sorted(pv) == list(range(5))
+    for tile in range(5):
+        assert maxima[tile][0] >= scores[tile][1] and exponentials[tile][0] >= maxima[tile][1]
+        assert packs[tile][0] >= exponentials[tile][1] and pv[tile][0] >= packs[tile][1]
+        if tile > 0:
+            assert exponentials[tile][0] >= pv[tile - 1][1]
+
+
+def test_kernel_21s_maxima_run_under_the_product_before(figures):
+    """Kernel 21's maxima of tile j lie within P·V of tile j - 1, kernel 20's after it; each tile after the first is
+    shorter by the maxima, so the loop ends that much sooner."""
+    loop = figures.maxima_first
+    before, after = loop.schedule(5, maxima_first=False), loop.schedule(5, maxima_first=True)
+    for tile in range(1, 5):
+        pv = spans(after, loop.PRODUCTS)[tile - 1]
+        assert pv[0] <= spans(after, loop.MAXIMA_STEP)[tile][0] < spans(after, loop.MAXIMA_STEP)[tile][1] <= pv[1]
+        assert spans(before, loop.MAXIMA_STEP)[tile][0] >= spans(before, loop.PRODUCTS)[tile - 1][1]
+    end = {name: max(s + n for *_, s, n in steps) for name, steps in (("before", before), ("after", after))}
+    assert end["before"] - end["after"] == pytest.approx(4 * loop.MAXIMA)

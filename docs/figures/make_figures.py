@@ -26,6 +26,7 @@ from figures import (  # noqa: E402
     fragments,
     ladder,
     ldmatrix,
+    maxima_first,
     overlap,
     packed_gqa,
     pair_schedule,
@@ -64,6 +65,7 @@ def drawings(results: Path, peak: Path) -> dict[str, Callable[[Path], None]]:
         "softmax_chains": softmax_chains.figure_softmax_chains,
         "packed_gqa": packed_gqa.figure_packed_gqa,
         "split_kv": split_kv.figure_split_kv,
+        "maxima_first": maxima_first.figure_maxima_first,
         "ladder": lambda path: ladder.figure_ladder(path, results),
         "roofline": lambda path: roofline.figure_roofline(path, peak, results),
     }
