@@ -145,6 +145,7 @@ record() {
         python runner.py ablate maxima_first --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/maxima_16384.json"
         merge results/ablation_ch20_maxima_first.json "$TMP"/maxima_{headline,causal,1024,16384}.json
         ;;
+    ablation_ch21.json) python runner.py ablate 21 --rounds 5 --json results/ablation_ch21.json ;;
     ablation_ch20_quiet_producer.json) # mbarrier waits that sleep between tries, at the headline shape and 16,384 keys
         python runner.py ablate quiet_producer --rounds 5 --clocks --json "$TMP/quiet_headline.json"
         python runner.py ablate quiet_producer --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/quiet_16384.json"

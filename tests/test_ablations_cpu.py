@@ -42,7 +42,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_fourteen_sets_in_chapter_order():
+def test_there_are_fifteen_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -58,8 +58,9 @@ def test_there_are_fourteen_sets_in_chapter_order():
         "ch20_maxima_first",
         "ch20_prefill_instance",
         "ch20_quiet_producer",
+        "ch21_split_products",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20, 20]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20, 20, 21]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -455,3 +456,18 @@ def test_chapter_21_is_the_maxima_cell_of_its_ablation_set():
     chapter = LADDER["k21_maxima_first"].source.read_text().splitlines()
     variant = CONTENDERS["k20_maxima_first"].source.read_text().splitlines()
     assert chapter != variant and without_header(chapter) == without_header(variant)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch21_split_products_moves_what_its_grid_says(instance):
+    """The first half's exponentials between the waits: at least 32 MUFU.EX2 there (kernel 21 keeps at most 16); P V
+    in halves alone leaves them after the wait, except causal, where ptxas moves them up by itself. P V in halves:
+    the tile's 16 HGMMA issue in two places, S and the second half together, the first half's four after the wait
+    for P V, among the second half's exponentials."""
+    causal = "true" in instance
+    for name in ("k21_maxima_first", "k21_half_exponentials_first", "k21_split_products", "k21_split_half_first"):
+        between, after = between_the_waits(CONTENDERS[name], instance)
+        moved = "half" in name or (causal and "split" in name)
+        assert (total(between, "MUFU.EX2") >= 32) == moved, name
+        assert total(between, "MUFU.EX2") + total(after, "MUFU.EX2") == 66, name
+        assert total(after, "HGMMA") == (4 if "split" in name else 0), name
