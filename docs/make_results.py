@@ -530,15 +530,20 @@ def shape_label(shape: dict) -> str:
     return f"{shape['batch']} × {shape['seq_len']:,}{', causal' if shape['causal'] else ''}"
 
 
-def runs_snippet(name: str, results: Path) -> str:
-    """Every run of results/NAME.json, one row per shape: each chapter's TFLOP/s [min–max], the last chapter's step
-    over the one before it, cuDNN's TFLOP/s, and where the runs have FlashAttention-4, its TFLOP/s and the last
-    chapter's rate over its rate."""
+def chapter_runs(name: str, results: Path) -> tuple[Path, list[Run], list[str]]:
+    """results/NAME.json, its runs and the chapters they time, in order; MissingResults if there is no such file."""
     path = results / f"{name}.json"
     if not path.exists():
         raise MissingResults(f"no results/{path.name} yet")
     runs = load_runs(path)
-    names = [row.name for row in runs[0].rows if row.kind == "chapter"]
+    return path, runs, [row.name for row in runs[0].rows if row.kind == "chapter"]
+
+
+def runs_snippet(name: str, results: Path) -> str:
+    """Every run of results/NAME.json, one row per shape: each chapter's TFLOP/s [min–max], the last chapter's step
+    over the one before it, cuDNN's TFLOP/s, and where the runs have FlashAttention-4, its TFLOP/s and the last
+    chapter's rate over its rate."""
+    path, runs, names = chapter_runs(name, results)
     if len(names) < 2:
         raise MissingResults(f"results/{path.name} holds fewer than two chapters")
     # FlashAttention-4's row, where every run has one: its rate, and the last chapter's per-round ratio to it.
@@ -584,11 +589,7 @@ def clocks_snippet(name: str, results: Path) -> str:
     """Every run of results/NAME.json, timed with --clocks, one row per shape: each chapter's, cuDNN's and
     FlashAttention-4's TFLOP/s at the SM clock it held, and FlashAttention-4's work per clock cycle over the last
     chapter's (per round: FlashAttention-4's TFLOP/s over the chapter's, times the chapter's MHz over its own)."""
-    path = results / f"{name}.json"
-    if not path.exists():
-        raise MissingResults(f"no results/{path.name} yet")
-    runs = load_runs(path)
-    names = [row.name for row in runs[0].rows if row.kind == "chapter"]
+    path, runs, names = chapter_runs(name, results)
     shown = [*names, CUDNN, FA4]
     lines = []
     for run in runs:

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from kernels import chapters
-from kernels.build import ALL_INSTANCES
+from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.launch import kernel_constants
 from kernels.tools.ablations import ablations, is_variant
 from kernels.tools.loop_anatomy import BRANCH, addressed, steady_lines, tile_loop_lines
-from kernels.tools.sass import instance_sass, opcodes
+from kernels.tools.sass import disassemble, instance_sass, opcodes
 from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,6 +108,13 @@ def sass_text(kernel, instance: str = ALL_INSTANCES[0]) -> str:
     """SASS of a chapter's or variant's instance (by default bf16, not causal) for an sm_90 GPU (sm_90a for the
     Hopper chapters)."""
     return instance_sass(kernel.kernel, instance)
+
+
+def hopper_sass(kernel, instance: str) -> str:
+    """SASS of any instance of a Hopper chapter or variant, decode_attention's included: built for sm_90a with
+    every instance its kernel launches."""
+    cubin = compile_nvrtc(kernel.source, "sm_90a", kernel.kernel.instances)
+    return disassemble(cubin)[cubin.lowered_names[instance]]
 
 
 def total(counts: Counter, prefix: str) -> int:

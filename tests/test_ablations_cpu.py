@@ -22,8 +22,8 @@ from kernels.tools.loop_anatomy import (
     tile_counts,
     tile_loop_lines,
 )
-from kernels.tools.sass import disassemble, opcodes, resource_usage
-from tests.helpers import between_the_waits, changed, deepest_wait, sass_text, tile_loop, total
+from kernels.tools.sass import opcodes, resource_usage
+from tests.helpers import between_the_waits, changed, deepest_wait, hopper_sass, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
 LADDER = {c.name: c for c in chapters()}
@@ -346,8 +346,7 @@ def test_ch20_each_cell_copies_and_merges_as_its_grid_says(name, instance):
     check every one. The merge's rows lie MERGE_STRIDE = HEAD_DIM + 8 floats apart (the float2 stores of a warp's
     row g + 8 sit 8 such rows after row g's) and are read as float4; with bank conflicts, HEAD_DIM apart and read
     one float at a time."""
-    cubin = compile_nvrtc(CONTENDERS[name].source, "sm_90a", CONTENDERS[name].kernel.instances)
-    sass = disassemble(cubin)[cubin.lowered_names[DECODE_INSTANCES[instance]]]
+    sass = hopper_sass(CONTENDERS[name], DECODE_INSTANCES[instance])
     copies = [line for line in sass.splitlines() if "LDGSTS" in line]
     unchecked = [line for line in copies if not re.search(r"\], !?P\d ;", line)]
     if name in COPIES_ONCE_PER_TILE:

@@ -18,7 +18,7 @@ from kernels.tma import _encoded as encoded_maps
 from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
 from kernels.tools.sass import disassemble, opcodes, resource_usage
-from tests.helpers import CHAPTERS, between_the_waits, sass_text, source_constant, total
+from tests.helpers import CHAPTERS, between_the_waits, hopper_sass, sass_text, source_constant, total
 from tests.test_docs_cpu import PREFILL_AS_BEFORE
 
 by_number = {c.number: c for c in CHAPTERS}
@@ -590,9 +590,7 @@ def test_the_decode_kernel_copies_with_cp_async_and_multiplies_16_row_tiles(chap
 def sass_lines(chapter, instance: str) -> list[str]:
     """An instance's SASS (decode_attention's too), one instruction a line, without the addresses that code moved
     elsewhere shifts."""
-    cubin = compile_nvrtc(chapter.source, "sm_90a", chapter.kernel.instances)
-    sass = disassemble(cubin)[cubin.lowered_names[instance]]
-    return [re.sub(r"/\*[0-9a-f]{4,}\*/", "", line).strip() for line in sass.splitlines()]
+    return [re.sub(r"/\*[0-9a-f]{4,}\*/", "", line).strip() for line in hopper_sass(chapter, instance).splitlines()]
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
