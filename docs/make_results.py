@@ -49,6 +49,7 @@ from kernels.tools.tables import (  # noqa: E402
     reference_row,
     steps,
 )
+from kernels.tools.timeline import load_timelines  # noqa: E402
 from reference import FA4  # noqa: E402
 
 DOCS = ROOT / "docs"
@@ -313,9 +314,10 @@ def generation_section(path: Path) -> list[str]:
 
 def saved_kind(path: Path) -> str | None:
     """What a JSON file that is not a run holds: "profiles" (`runner.py profile --json`), "stalls" (`runner.py stalls
-    --json`, its table in the .txt beside it), or None for a run."""
+    --json`, its table in the .txt beside it), "timelines" (`runner.py timeline --json`), or None for a run."""
     data = json.loads(path.read_text())
-    return next((kind for kind in ("profiles", "stalls") if isinstance(data, dict) and kind in data), None)
+    kinds = ("profiles", "stalls", "timelines")
+    return next((kind for kind in kinds if isinstance(data, dict) and kind in data), None)
 
 
 def stalls_section(path: Path) -> list[str]:
@@ -332,6 +334,25 @@ def stalls_section(path: Path) -> list[str]:
     ]
 
 
+def timeline_section(path: Path) -> list[str]:
+    """Stamped tile loops: the table `runner.py timeline` printed, and the command that measured it."""
+    record, table = load_timelines(path)
+    return [
+        heading(f"The tile loop, stamped: {', '.join(table.heads)}", path),
+        table.markdown() + "\n",
+        f"- command: `{record['command']}`\n- GPU: {record['device']}\n",
+    ]
+
+
+def timeline_snippet(name: str, results: Path) -> str:
+    """The table of results/timeline_NAME.json, with the command that measured it."""
+    path = results / f"timeline_{name}.json"
+    if not path.exists():
+        raise MissingResults(f"no {path.name} in {results}")
+    record, table = load_timelines(path)
+    return f"{table.markdown()}\n\nFrom results/{path.name} (`{record['command']}`)."
+
+
 def results_page(results: Path) -> str:
     """The whole page: every file in ``results``, each once under a heading naming it, text files as links."""
     files = sorted(path for path in results.iterdir() if path.is_file() and not path.name.startswith("."))
@@ -339,6 +360,7 @@ def results_page(results: Path) -> str:
     kinds = {path: saved_kind(path) for path in json_files if path.name != PEAK_FILE}
     profiles = [path for path, kind in kinds.items() if kind == "profiles"]
     stalls = [path for path, kind in kinds.items() if kind == "stalls"]
+    timelines = [path for path, kind in kinds.items() if kind == "timelines"]
     order = list(RUN_TITLES)
 
     def place(path: Path) -> tuple[int, str]:
@@ -349,7 +371,11 @@ def results_page(results: Path) -> str:
     generations = sorted(results.glob(GENERATION_FILES))
     special = (PEAK_FILE, READ_RATE_FILE, DECODE_SPLITS_FILE)
     run_files = sorted(
-        (path for path in json_files if path.name not in special and path not in profiles + stalls + generations),
+        (
+            path
+            for path in json_files
+            if path.name not in special and path not in profiles + stalls + timelines + generations
+        ),
         key=place,
     )
     others = [path for path in files if path.suffix not in (".json", ".txt")]
@@ -377,6 +403,8 @@ def results_page(results: Path) -> str:
         parts += profile_section(path)
     for path in stalls:
         parts += stalls_section(path)
+    for path in timelines:
+        parts += timeline_section(path)
     for path in generations:
         parts += generation_section(path)
     texts = [path for path in files if path.suffix == ".txt"] + others
@@ -664,6 +692,7 @@ SNIPPETS: dict[re.Pattern, Callable[[str, Path], str]] = {
     re.compile(r"ablation-steps-(ch\d\d\w*)"): ablation_steps_snippet,
     re.compile(r"runs-(\w+)"): runs_snippet,
     re.compile(r"clocks-(\w+)"): clocks_snippet,
+    re.compile(r"timeline-(\w+)"): timeline_snippet,
 }
 
 

@@ -315,3 +315,37 @@ def test_clocks_snippet_without_clocks_is_left_with_a_warning(tmp_path, capsys):
     page = "<!-- results:clocks-unclocked:start -->\nas it was\n<!-- results:clocks-unclocked:end -->\n"
     assert make_results.fill_snippets(page, tmp_path, "page.md") == page
     assert "lacks clocks" in capsys.readouterr().err
+
+
+def timeline_file(path: Path) -> None:
+    """results/timeline_x.json as `runner.py timeline --json` saves it: one kernel's summary."""
+    summary = {
+        "tiles": 10,
+        "period": 2000.0,
+        "phases": dict.fromkeys(
+            [
+                "waiting for K and V (and the turn)",
+                "issuing S and P V",
+                "until S has landed",
+                "from S to P V landed (what runs between the waits, then the wait)",
+                "after P V has landed",
+            ],
+            100.0,
+        ),
+        "issue_spread": 12.0,
+        "in_flight": {"neither warpgroup": 0.125, "one warpgroup": 0.5, "both warpgroups": 0.375},
+    }
+    entry = {"name": "k03_ldmatrix", "summary": summary, "ms": 1.5, "stamped_ms": 1.6, "exponentials_between": [0, 0]}
+    shape = {"batch": 1, "seq_len": 64, "heads": 1, "dtype": "bf16", "causal": False}
+    record = {"command": "python runner.py timeline 3", "device": "Test GPU", "sources": {}, "shape": shape}
+    path.write_text(json.dumps(record | {"window": {}, "timelines": [entry]}))
+
+
+def test_a_timeline_is_its_own_section_and_snippet(results):
+    timeline_file(results / "timeline_x.json")
+    text = page(results)
+    assert len(sections(text, "timeline_x.json")) == 1
+    assert "## The tile loop, stamped: k03_ldmatrix (`results/timeline_x.json`)" in text
+    assert re.search(r"^\| products in flight: both warpgroups +\| +37\.5% \|$", text, flags=re.MULTILINE)
+    snippet = make_results.snippet("timeline-x", results)
+    assert "From results/timeline_x.json (`python runner.py timeline 3`)." in snippet and "2,000" in snippet

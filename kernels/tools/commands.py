@@ -7,6 +7,7 @@
     python runner.py diff A B             the idea between chapters    kernels.tools.chapter_diff
     python runner.py profile [N|fa2 ...]  Nsight Compute, side by side kernels.tools.profiling
     python runner.py stalls [N|fa4 ...]   where the warps wait         kernels.tools.stalls
+    python runner.py timeline N ...       the tile loop, stamped       kernels.tools.timeline
     python runner.py peak                 the GPU's ceilings           kernels.tools.peak
     python runner.py read_rate            reading a decode KV cache    kernels.tools.read_rate
 
@@ -354,6 +355,29 @@ def stalls_parser() -> Parser:
     return parser
 
 
+def timeline_parser() -> Parser:
+    """`runner.py timeline`."""
+    parser = Parser(
+        prog="runner.py timeline",
+        description="Stamp the tile loop of Hopper kernels (chapters 15 on, or their ablation variants) with the SM's "
+        "cycle counter in every consumer warp, run each at one shape and show how long its warps wait for K and V, "
+        "for S and for P V, what they run between and after the two waits, and for how much of the loop neither "
+        "warpgroup, one or both have products on the tensor cores; beside it, the stamped build's time and the "
+        "kernel's own. Needs an sm_90 GPU.",
+        checks=(check_outputs,),
+    )
+    parser.add_argument("targets", nargs="+", help="chapters by number or slug, or variants by name: '16 21 k19_lean'")
+    add_shape_options(parser)
+    parser.add_argument(
+        "--seq-len", type=positive_int, default=SHAPE_DEFAULTS["seq_len"], help="queries and keys per sequence"
+    )
+    add_instance_options(parser)
+    parser.add_argument("--rounds", type=positive_int, default=3, help="interleaved rounds timing each kernel")
+    parser.add_argument("--markdown", action="store_true", help="print a GitHub Markdown table instead")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also save the summaries as JSON")
+    return parser
+
+
 def peak_parser() -> Parser:
     """`runner.py peak`."""
     parser = Parser(
@@ -415,6 +439,7 @@ COMMANDS = {
     "diff": Command(diff_parser, later("kernels.tools.chapter_diff", "run_diff")),
     "profile": Command(profile_parser, later("kernels.tools.profiling", "run_profile")),
     "stalls": Command(stalls_parser, later("kernels.tools.stalls", "run_stalls")),
+    "timeline": Command(timeline_parser, later("kernels.tools.timeline", "run_timeline")),
     "peak": Command(peak_parser, later("kernels.tools.peak", "run_peak")),
     "read_rate": Command(read_rate_parser, later("kernels.tools.read_rate", "run_read_rate")),
 }
