@@ -145,7 +145,18 @@ record() {
         python runner.py ablate maxima_first --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/maxima_16384.json"
         merge results/ablation_ch20_maxima_first.json "$TMP"/maxima_{headline,causal,1024,16384}.json
         ;;
-    ablation_ch21.json) python runner.py ablate 21 --rounds 5 --json results/ablation_ch21.json ;;
+    ablation_ch21.json) # the rest of the softmax on kernel 21, in halves, at the headline shape and 16,384 keys
+        python runner.py ablate split_products --rounds 5 --json "$TMP/split_headline.json"
+        python runner.py ablate split_products --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/split_16384.json"
+        merge results/ablation_ch21.json "$TMP"/split_{headline,16384}.json
+        ;;
+    ablation_ch21_softmax_first.json) # the whole softmax between the waits on kernel 21, at the four shapes of fa4_k21.json
+        python runner.py ablate softmax_first --rounds 5 --clocks --json "$TMP/softmax_headline.json"
+        python runner.py ablate softmax_first --rounds 5 --clocks --causal --json "$TMP/softmax_causal.json"
+        python runner.py ablate softmax_first --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/softmax_1024.json"
+        python runner.py ablate softmax_first --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/softmax_16384.json"
+        merge results/ablation_ch21_softmax_first.json "$TMP"/softmax_{headline,causal,1024,16384}.json
+        ;;
     ablation_ch20_quiet_producer.json) # mbarrier waits that sleep between tries, at the headline shape and 16,384 keys
         python runner.py ablate quiet_producer --rounds 5 --clocks --json "$TMP/quiet_headline.json"
         python runner.py ablate quiet_producer --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/quiet_16384.json"
@@ -190,11 +201,11 @@ record() {
         python runner.py profile 20 21 --batch 4 --seq-len 16384 --json results/profile_k20_k21_16384.json \
             >results/profile_k20_k21_16384.txt
         ;;
-    timeline_headline.json) # the tile loops of chapters 16, 20 and 21 and of FlashAttention-4's order on kernel 20, stamped
-        python runner.py timeline 16 20 21 k20_maxima_ping_pong k21_split_products --json results/timeline_headline.json \
+    timeline_headline.json) # the tile loops of chapters 16, 20 and 21 and of variants of 20 and 21, stamped
+        python runner.py timeline 16 20 21 k20_maxima_ping_pong k21_split_products k21_softmax_first --json results/timeline_headline.json \
             >results/timeline_headline.txt ;;
     timeline_16384.json) # the same at 16,384 keys
-        python runner.py timeline 16 20 21 k20_maxima_ping_pong k21_split_products --batch 4 --seq-len 16384 \
+        python runner.py timeline 16 20 21 k20_maxima_ping_pong k21_split_products k21_softmax_first --batch 4 --seq-len 16384 \
             --json results/timeline_16384.json >results/timeline_16384.txt ;;
     stalls_k19_fa4.json) # where the warps of chapter 19 and of FlashAttention-4 wait, instruction by instruction
         python runner.py stalls 19 fa4 --json results/stalls_k19_fa4.json >results/stalls_k19_fa4.txt

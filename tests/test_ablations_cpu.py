@@ -42,7 +42,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_fifteen_sets_in_chapter_order():
+def test_there_are_sixteen_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -58,9 +58,10 @@ def test_there_are_fifteen_sets_in_chapter_order():
         "ch20_maxima_first",
         "ch20_prefill_instance",
         "ch20_quiet_producer",
+        "ch21_softmax_first",
         "ch21_split_products",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20, 20, 21]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20, 20, 21, 21]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -470,3 +471,21 @@ def test_ch21_split_products_moves_what_its_grid_says(instance):
         assert (total(between, "MUFU.EX2") >= 32) == moved, name
         assert total(between, "MUFU.EX2") + total(after, "MUFU.EX2") == 66, name
         assert total(after, "HGMMA") == (4 if "split" in name else 0), name
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch21_softmax_first_moves_what_its_grid_says(instance):
+    """The exponentials between the waits: all 66 MUFU.EX2 before the wait for P V (kernel 21 keeps at most 16).
+    O rescaled a tile late: its 64 FMUL leave the path after the wait and join the issue, between a fence before
+    S and one before P V (a second WARPGROUP.ARRIVE); the whole softmax first leaves only P's packing after it."""
+    for name in ("k21_maxima_first", "k21_exponentials_first", "k21_rescale_late", "k21_softmax_first"):
+        between, after = between_the_waits(CONTENDERS[name], instance)
+        first = "exponentials" in name or "softmax" in name
+        late = "late" in name or "softmax" in name
+        assert (total(between, "MUFU.EX2") == 66) == first and total(between, "MUFU.EX2") >= 11, name
+        assert total(after, "FMUL") == (0 if late else 64), name
+        loop = opcodes("\n".join(tile_loop_lines(sass_text(CONTENDERS[name], instance), products=16)))
+        assert loop["WARPGROUP.ARRIVE"] == (2 if late else 1), name
+        if name == "k21_softmax_first":  # after the wait: P's packing, no softmax arithmetic
+            assert total(after, "F2FP") == 32, name
+            assert not any(total(after, op) for op in ("MUFU", "FMNMX", "FADD", "FMUL", "FFMA")), after
