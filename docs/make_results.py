@@ -161,6 +161,8 @@ TEXT_FILES = {
     "(`python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors`)",
     "loop_anatomy_k16_k19_fa4.txt": "one tile of the tile loops of chapters 16 and 19 and of FlashAttention-4, in "
     "their SASS (`python -m kernels.tools.loop_anatomy`)",
+    "loop_anatomy_ch21_softmax_first.txt": "one tile of the tile loops of chapter 21 and of its variants with the "
+    "softmax under P V, in their SASS (`python -m kernels.tools.loop_anatomy 21 k21_exponentials_first ...`)",
     "loop_anatomy_k20_k21.txt": "one tile of the tile loops of chapters 20 and 21, in their SASS "
     "(`python -m kernels.tools.loop_anatomy 20 21`)",
     "loop_anatomy_nvrtc_13_4.txt": "one tile of the tile loops of chapters 16 and 20 built by NVRTC 13.4, in SASS "

@@ -15,7 +15,7 @@ PYTHON=${PYTHON:-python}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-python() { "$PYTHON" "$@"; }  # the commands below read as the files record them
+python() { command "$PYTHON" "$@"; }  # the commands below read as the files record them (command: not this function)
 
 # merge FILE PART...: the runs of several `runner.py --json` files, in order, as one file.
 merge() {
@@ -262,6 +262,9 @@ record() {
         python -m examples.qwen3_generation --chapter 21 --json results/qwen3_generation_k21.json ;;
     loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
         python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors >results/loop_anatomy_ch19_trims.txt ;;
+    loop_anatomy_ch21_softmax_first.txt) # kernel 21's tile loop beside its variants with the whole softmax under P V (no GPU needed)
+        python -m kernels.tools.loop_anatomy 21 k21_exponentials_first k21_rescale_late k21_softmax_first \
+            >results/loop_anatomy_ch21_softmax_first.txt ;;
     loop_anatomy_k20_k21.txt) # the tile loops of chapters 20 and 21: the maxima under P V (no GPU needed)
         python -m kernels.tools.loop_anatomy 20 21 >results/loop_anatomy_k20_k21.txt ;;
     loop_anatomy_nvrtc_13_4.txt) # the tile loops of chapters 16 and 20 built by NVRTC 13.4 (no GPU needed)
