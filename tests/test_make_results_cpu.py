@@ -327,8 +327,9 @@ def timeline_file(path: Path) -> None:
                 "waiting for K and V (and the turn)",
                 "issuing S and P V",
                 "until S has landed",
-                "from S to P V landed (what runs between the waits, then the wait)",
-                "after P V has landed",
+                "from S to the end of the softmax",
+                "of which until P V has landed",
+                "of which after P V has landed",
             ],
             100.0,
         ),
@@ -336,6 +337,7 @@ def timeline_file(path: Path) -> None:
         "in_flight": {"neither warpgroup": 0.125, "one warpgroup": 0.5, "both warpgroups": 0.375},
     }
     entry = {"name": "k03_ldmatrix", "summary": summary, "ms": 1.5, "stamped_ms": 1.6, "exponentials_between": [0, 0]}
+    entry["landing_stamped"] = True
     shape = {"batch": 1, "seq_len": 64, "heads": 1, "dtype": "bf16", "causal": False}
     record = {"command": "python runner.py timeline 3", "device": "Test GPU", "sources": {}, "shape": shape}
     path.write_text(json.dumps(record | {"window": {}, "timelines": [entry]}))

@@ -3,11 +3,20 @@ summary reads from them."""
 
 import numpy as np
 import pytest
+import torch
 
 from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.tools.loop_anatomy import steady_lines, tile_loop_lines
 from kernels.tools.sass import disassemble, opcodes
-from kernels.tools.timeline import EVENTS, IN_FLIGHT, stamped_kernel, stamped_source, summarize
+from kernels.tools.timeline import (
+    EVENTS,
+    IN_FLIGHT,
+    landing_stamped,
+    stamped_kernel,
+    stamped_source,
+    steady_path,
+    summarize,
+)
 from tests.helpers import CHAPTERS, KERNELS, assert_one_line_error, between_the_waits, hide_gpu, run_command
 
 STAMPABLE = [c for c in KERNELS if c.number >= 15 and c.kernel.arch == "sm_90a"]
@@ -77,7 +86,8 @@ def test_summary_of_warpgroups_in_turns():
     summary = summarize(synthetic(offset_wg1=1000))
     assert summary.period == 2000
     assert summary.phases["waiting for K and V (and the turn)"] == 100
-    assert summary.phases["after P V has landed"] == 800
+    assert summary.phases["of which after P V has landed"] == 800
+    assert summary.phases["from S to the end of the softmax"] == 1300
     assert summary.issue_spread == 0
     assert summary.in_flight["one warpgroup"] > 0.85
     assert summary.in_flight["both warpgroups"] < 0.06
@@ -106,3 +116,11 @@ def test_timeline_needs_a_gpu(capsys, monkeypatch):
 def test_timeline_names_a_kernel_it_cannot_stamp(capsys, monkeypatch):
     ran = run_command(capsys, "timeline", "nonesuch")
     assert ran.code in (1, 2) and "Traceback" not in ran.err
+
+
+@pytest.mark.parametrize(("number", "read_at_once"), [(16, False), (20, False), (21, True)])
+def test_the_clock_after_the_wait_for_p_v_is_read_at_once_only_where_nothing_else_follows_it(number, read_at_once):
+    """Kernels 16 and 20 run their whole softmax after the wait for P V, and ptxas sinks the stamp's clock read below
+    it; kernel 21 reads it right after the wait, as the timeline's P V phases need."""
+    kernel = next(c for c in CHAPTERS if c.number == number)
+    assert landing_stamped(steady_path(stamped_kernel(kernel), torch.bfloat16, False)) == read_at_once
