@@ -334,6 +334,7 @@ def timeline_file(path: Path) -> None:
             100.0,
         ),
         "issue_spread": 12.0,
+        "issue_lag": [0.0, 12.0, 3.0, 1.0],
         "in_flight": {"neither warpgroup": 0.125, "one warpgroup": 0.5, "both warpgroups": 0.375},
     }
     entry = {"name": "k03_ldmatrix", "summary": summary, "ms": 1.5, "stamped_ms": 1.6, "exponentials_between": [0, 0]}

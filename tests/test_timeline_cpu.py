@@ -88,7 +88,7 @@ def test_summary_of_warpgroups_in_turns():
     assert summary.phases["waiting for K and V (and the turn)"] == 100
     assert summary.phases["of which after P V has landed"] == 800
     assert summary.phases["from S to the end of the softmax"] == 1300
-    assert summary.issue_spread == 0
+    assert summary.issue_spread == 0 and summary.issue_lag == [0, 0, 0, 0]
     assert summary.in_flight["one warpgroup"] > 0.85
     assert summary.in_flight["both warpgroups"] < 0.06
 
@@ -124,3 +124,10 @@ def test_the_clock_after_the_wait_for_p_v_is_read_at_once_only_where_nothing_els
     it; kernel 21 reads it right after the wait, as the timeline's P V phases need."""
     kernel = next(c for c in CHAPTERS if c.number == number)
     assert landing_stamped(steady_path(stamped_kernel(kernel), torch.bfloat16, False)) == read_at_once
+
+
+def test_the_warp_that_issues_last_is_named():
+    stamps = synthetic(offset_wg1=1000)
+    stamps[0, [2, 6], :40, EVENTS.index("issue")] += 30  # warp 2 of each warpgroup comes 30 cycles late
+    summary = summarize(stamps)
+    assert summary.issue_lag == [0, 0, 30, 0] and summary.issue_spread == 30

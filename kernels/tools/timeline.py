@@ -208,6 +208,7 @@ class Summary:
     period: float  # from one iteration's top to the next one's
     phases: dict[str, float]  # from each event to the next, per warp
     issue_spread: float  # from the first warp of a warpgroup to reach its first wgmma to the last
+    issue_lag: list[float]  # per warp of a warpgroup (0-3, on sub-partitions 0-3): how long after the first it came
     in_flight: dict[str, float]  # share of the loop's time with 0, 1 or 2 warpgroups' products in flight
 
 
@@ -220,6 +221,8 @@ PHASES = {
     "of which after P V has landed": ("P V landed", "end"),
 }
 NEED_LANDING = ("of which until P V has landed", "of which after P V has landed")  # valid where landing_stamped
+# Warp w of a warpgroup runs on the SM's sub-partition w % 4, the producer's copying warp (the block's warp 8) on 0.
+WARP_NOTES = {0: " (beside the producer)"}
 IN_FLIGHT = ("neither warpgroup", "one warpgroup", "both warpgroups")
 
 
@@ -249,11 +252,13 @@ def summarize(stamps: np.ndarray) -> Summary:
     period = float(np.median((at["top"][:, :, 1:] - at["top"][:, :, :-1])[next_ok]))
     by_group = {event: value.reshape(blocks, warps // 4, 4, tiles) for event, value in at.items()}
     spread = (by_group["issue"].max(axis=2) - by_group["issue"].min(axis=2))[ok]
+    lag = by_group["issue"] - by_group["issue"].min(axis=2, keepdims=True)  # (block, warpgroup, warp, tile)
     return Summary(
         tiles=int(ok.sum()),
         period=period,
         phases=phases,
         issue_spread=float(np.median(spread)),
+        issue_lag=[float(np.median(lag[:, :, warp, :][ok])) for warp in range(4)],
         in_flight=in_flight_shares(by_group, ok),
     )
 
@@ -380,7 +385,14 @@ def timeline_table(timelines: list[Timeline], title: str) -> SideBySide:
     sections = [
         [("tile period (cycles)", cells([s.period for s in summaries], "{:,.0f}"))],
         [(name, cells([s.phases[name] for s in summaries], "{:,.0f}", name in NEED_LANDING)) for name in PHASES]
-        + [("a warpgroup's warps start issuing, first to last", cells([s.issue_spread for s in summaries], "{:,.0f}"))],
+        + [("a warpgroup's warps start issuing, first to last", cells([s.issue_spread for s in summaries], "{:,.0f}"))]
+        + [
+            (
+                f"  its warp {warp} after the first{WARP_NOTES.get(warp, '')}",
+                cells([s.issue_lag[warp] for s in summaries], "{:,.0f}"),
+            )
+            for warp in range(4)
+        ],
         [
             (f"products in flight: {name}", cells([s.in_flight[name] for s in summaries], "{:.1%}", True))
             for name in IN_FLIGHT
