@@ -150,6 +150,10 @@ record() {
         python runner.py ablate split_products --rounds 5 --batch 4 --seq-len 16384 --json "$TMP/split_16384.json"
         merge results/ablation_ch21.json "$TMP"/split_{headline,16384}.json
         ;;
+    ablation_ch21_clock_fence.json) # kernel 21's fence as a memory fence or a clock read, with and without turns
+        python runner.py ablate clock_fence --rounds 5 --clocks --json results/ablation_ch21_clock_fence.json ;;
+    timeline_clock_fence.json) # kernel 21's tile loop stamped beside its clock-read fence's
+        python runner.py timeline 21 k21_clock_fence --rounds 2 --json results/timeline_clock_fence.json ;;
     ablation_ch21_softmax_first.json) # the whole softmax between the waits on kernel 21, at the four shapes of fa4_k21.json
         python runner.py ablate softmax_first --rounds 5 --clocks --json "$TMP/softmax_headline.json"
         python runner.py ablate softmax_first --rounds 5 --clocks --causal --json "$TMP/softmax_causal.json"

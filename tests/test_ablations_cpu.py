@@ -42,7 +42,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_sixteen_sets_in_chapter_order():
+def test_there_are_seventeen_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -58,10 +58,11 @@ def test_there_are_sixteen_sets_in_chapter_order():
         "ch20_maxima_first",
         "ch20_prefill_instance",
         "ch20_quiet_producer",
+        "ch21_clock_fence",
         "ch21_softmax_first",
         "ch21_split_products",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20, 20, 21, 21]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20, 20, 21, 21, 21]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -489,3 +490,18 @@ def test_ch21_softmax_first_moves_what_its_grid_says(instance):
         if name == "k21_softmax_first":  # after the wait: P's packing, no softmax arithmetic
             assert total(after, "F2FP") == 32, name
             assert not any(total(after, op) for op in ("MUFU", "FMNMX", "FADD", "FMUL", "FFMA")), after
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch21_clock_fence_holds_the_maxima_with_a_clock_read_instead_of_a_membar(instance):
+    """Either fence keeps every FMNMX of the row maxima before the wait for P V; the clock read leaves no MEMBAR in
+    the tile loop and reads the clock once; the turns add a named-barrier sync and arrive (BAR)."""
+    for name in ("k21_maxima_first", "k21_ping_pong", "k21_clock_fence", "k21_clock_ping_pong"):
+        between, after = between_the_waits(CONTENDERS[name], instance)
+        assert total(between, "FMNMX") >= 64 and total(after, "FMNMX") == 0, name
+        loop = opcodes("\n".join(tile_loop_lines(sass_text(CONTENDERS[name], instance), products=16)))
+        clock = "clock" in name
+        assert (total(loop, "MEMBAR"), total(loop, "S2R") + total(loop, "CS2R") >= 1) == (0 if clock else 1, clock), (
+            name
+        )
+        assert (total(loop, "BAR") == 2) == ("ping_pong" in name), name
