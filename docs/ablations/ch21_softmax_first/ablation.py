@@ -9,5 +9,5 @@ CELLS = {
     (ROWS[1], COLUMNS[0]): "k21_rescale_late",
     (ROWS[1], COLUMNS[1]): "k21_softmax_first",
 }
-CHANGED_LINES = 32  # O's rescale as a helper called between the issue of S and of P V and before the last P V, a
+CHANGED_LINES = 32  # O's rescale as a helper called after issuing S, before P V, and before the last P V, a
 # second fence before P V; the exponentials above the fence
