@@ -19,7 +19,7 @@ from kernels import chapters
 from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.launch import kernel_constants
 from kernels.tools.ablations import ablations, is_variant
-from kernels.tools.loop_anatomy import BRANCH, addressed, steady_lines, tile_loop_lines
+from kernels.tools.loop_anatomy import BRANCH, addressed, steady_lines, the_waits, tile_loop_lines
 from kernels.tools.sass import disassemble, instance_sass, opcodes
 from reference import REFERENCE, SDPA_BACKENDS, attention_error, exact_attention, sdpa, sdpa_available
 
@@ -125,9 +125,12 @@ def total(counts: Counter, prefix: str) -> int:
 def between_the_waits(kernel, instance: str = ALL_INSTANCES[0]) -> tuple[Counter, Counter]:
     """The opcodes of a Hopper kernel's steady tile path between its wait for S (gsb0, 0x1) and its wait for P V
     (0x0), and after the second."""
-    steady = steady_lines(tile_loop_lines(sass_text(kernel, instance), products=16))
-    first = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line)
-    second = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
+    return split_at_the_waits(steady_lines(tile_loop_lines(sass_text(kernel, instance), products=16)))
+
+
+def split_at_the_waits(steady: list[str]) -> tuple[Counter, Counter]:
+    """A steady tile path's opcodes between its two waits, and after the second."""
+    first, second = the_waits(steady)
     return opcodes("\n".join(steady[first:second])), opcodes("\n".join(steady[second:]))
 
 

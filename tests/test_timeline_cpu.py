@@ -3,11 +3,8 @@ summary reads from them."""
 
 import numpy as np
 import pytest
-import torch
 
-from kernels.build import ALL_INSTANCES, compile_nvrtc
-from kernels.tools.loop_anatomy import steady_lines, tile_loop_lines
-from kernels.tools.sass import disassemble, opcodes
+from kernels.build import ALL_INSTANCES
 from kernels.tools.timeline import (
     EVENTS,
     IN_FLIGHT,
@@ -17,7 +14,15 @@ from kernels.tools.timeline import (
     steady_path,
     summarize,
 )
-from tests.helpers import CHAPTERS, KERNELS, assert_one_line_error, between_the_waits, hide_gpu, run_command
+from tests.helpers import (
+    CHAPTERS,
+    KERNELS,
+    assert_one_line_error,
+    between_the_waits,
+    hide_gpu,
+    run_command,
+    split_at_the_waits,
+)
 
 STAMPABLE = [c for c in KERNELS if c.number >= 15 and c.kernel.arch == "sm_90a"]
 
@@ -35,29 +40,20 @@ def test_a_kernel_whose_loop_does_not_count_the_blocks_tiles_is_refused():
         stamped_source(kernel14.source.read_text())
 
 
-def stamped_steady_path(kernel, instance):
-    stamped = stamped_kernel(kernel)
-    cubin = compile_nvrtc(stamped.source, "sm_90a", stamped.instances)
-    return steady_lines(tile_loop_lines(disassemble(cubin)[cubin.lowered_names[instance]], products=16))
-
-
 @pytest.mark.parametrize("number", [16, 20])
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
 def test_stamps_leave_what_runs_between_and_after_the_waits_as_it_was(number, instance):
     kernel = next(c for c in CHAPTERS if c.number == number)
-    steady = stamped_steady_path(kernel, instance)
-    first = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line)
-    second = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
-    stamped = opcodes("\n".join(steady[first:second])), opcodes("\n".join(steady[second:]))
+    stamped = split_at_the_waits(steady_path(stamped_kernel(kernel), instance))
     plain = between_the_waits(kernel, instance)
     for mnemonic in ("MUFU.EX2", "FMNMX", "HGMMA.64x128x16.F32.BF16", "HGMMA.64x128x16.F32"):
         assert [side[mnemonic] for side in stamped] == [side[mnemonic] for side in plain]
 
 
 def test_each_stamp_reads_the_clock_where_the_source_puts_it():
-    """In the machine code: the issue stamp before the products, and one clock read after each wait."""
+    """In the machine code: the stamp before issuing comes before the products, and one clock read after each wait."""
     kernel21 = next(c for c in CHAPTERS if c.number == 21)
-    steady = stamped_steady_path(kernel21, ALL_INSTANCES[0])
+    steady = steady_path(stamped_kernel(kernel21), ALL_INSTANCES[0])
     clock = [i for i, line in enumerate(steady) if "SR_CLOCKLO" in line]
     first_product = next(i for i, line in enumerate(steady) if "HGMMA" in line)
     waits = [i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE" in line]
@@ -71,7 +67,7 @@ def test_each_stamp_reads_the_clock_where_the_source_puts_it():
 
 def synthetic(offset_wg1: int, tiles: int = 40) -> np.ndarray:
     """Stamps of one block whose warpgroups run the same 2,000-cycle tile, the second offset_wg1 cycles later: products
-    in flight for 1,000 cycles from the issue, then 800 cycles of softmax."""
+    in flight for 1,000 cycles from issuing, then 800 cycles of softmax."""
     stamps = np.zeros((8, 8, 256, len(EVENTS)), dtype=np.int64)
     for warp in range(8):
         start = 1_000_000 + (offset_wg1 if warp >= 4 else 0)
@@ -123,7 +119,7 @@ def test_the_clock_after_the_wait_for_p_v_is_read_at_once_only_where_nothing_els
     """Kernels 16 and 20 run their whole softmax after the wait for P V, and ptxas sinks the stamp's clock read below
     it; kernel 21 reads it right after the wait, as the timeline's P V phases need."""
     kernel = next(c for c in CHAPTERS if c.number == number)
-    assert landing_stamped(steady_path(stamped_kernel(kernel), torch.bfloat16, False)) == read_at_once
+    assert landing_stamped(steady_path(stamped_kernel(kernel), ALL_INSTANCES[0])) == read_at_once
 
 
 def test_the_warp_that_issues_last_is_named():

@@ -84,6 +84,13 @@ def steady_lines(loop: list[str]) -> list[str]:
     return [line for address, line in lines if not any(at < address < target for at, target in skippable)]
 
 
+def the_waits(steady: list[str]) -> tuple[int, int]:
+    """Where a Hopper steady tile path waits for S (wgmma groups in flight <= 1) and for P V (<= 0)."""
+    first = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line)
+    second = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
+    return first, second
+
+
 def tile_counts(lines: list[str]) -> dict[str, int]:
     """Instructions per row of GROUPS, then the rest and the total (NOP padding left out)."""
     counts = opcodes("\n".join(lines))

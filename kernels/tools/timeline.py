@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kernels.build import CACHE_DIR, cache_key, compile_nvrtc
+from kernels.build import CACHE_DIR, cache_key, compile_nvrtc, name_expression
 from kernels.chapters import Chapter
-from kernels.launch import DTYPES, HEAD_DIM, AttentionKernel, gpu_arch
+from kernels.launch import DTYPES, HEAD_DIM, AttentionKernel, gpu_arch, kernel_constants
 from kernels.tools.cli import ToolError, UsageError
 from kernels.tools.progress import Progress
 from kernels.tools.side_by_side import Cell, SideBySide, print_side_by_side
@@ -155,8 +155,6 @@ class StampedKernel(AttentionKernel):
     def _load(self, device_index: int, dtype: torch.dtype, causal: bool, decoding: bool):
         import cupy
 
-        from kernels.build import name_expression
-
         cubin = compile_nvrtc(self.source, self.build_arch(gpu_arch(device_index)), self.instances)
         with cupy.cuda.Device(device_index):
             module = cupy.RawModule(path=str(cubin.path()))
@@ -165,22 +163,27 @@ class StampedKernel(AttentionKernel):
         self._modules[device_index] = module
         return function
 
-    def stamps(self, device_index: int, n_warps: int) -> np.ndarray:
+    def _stamp_array(self, device_index: int):
+        """The kernel's __device__ array of stamps, as a CuPy view: (block, consumer warp, tile, event)."""
+        import cupy
+
+        n_warps = kernel_constants(self.source)["N_WARPS"]  # the consumer warps: the producer warpgroup stamps none
+        pointer = self._modules[device_index].get_global("timeline_stamps")
+        return cupy.ndarray((TRACED_BLOCKS, n_warps, TRACED_TILES, len(EVENTS)), cupy.int64, pointer)
+
+    def stamps(self, device_index: int) -> np.ndarray:
         """The stamps the last launch wrote: (block, warp, tile, event), 0 where nothing was stamped."""
         import cupy
 
         with cupy.cuda.Device(device_index):
-            pointer = self._modules[device_index].get_global("timeline_stamps")
-            shape = (TRACED_BLOCKS, n_warps, TRACED_TILES, len(EVENTS))
-            return cupy.ndarray(shape, cupy.int64, pointer).get()
+            return self._stamp_array(device_index).get()
 
-    def clear(self, device_index: int, n_warps: int) -> None:
+    def clear(self, device_index: int) -> None:
         """Zero the stamps, so that a tile the next launch does not stamp reads 0."""
         import cupy
 
         with cupy.cuda.Device(device_index):
-            pointer = self._modules[device_index].get_global("timeline_stamps")
-            cupy.ndarray((TRACED_BLOCKS, n_warps, TRACED_TILES, len(EVENTS)), cupy.int64, pointer).fill(0)
+            self._stamp_array(device_index).fill(0)
 
 
 def stamped_kernel(chapter: Chapter) -> StampedKernel:
@@ -316,26 +319,19 @@ class Timeline:
     landing_stamped: bool  # the stamp after the wait for P V is read right after it (landing_stamped)
 
 
-def steady_path(kernel: AttentionKernel, dtype: torch.dtype, causal: bool) -> list[str]:
-    """The SASS lines of a kernel's steady tile path (the loop less what a tile with no mask jumps over)."""
-    from kernels.build import name_expression
+def steady_path(kernel: AttentionKernel, instance: str) -> list[str]:
+    """The SASS lines of one instance's steady tile path (the loop less what a tile with no mask jumps over)."""
     from kernels.tools.loop_anatomy import steady_lines, tile_loop_lines
     from kernels.tools.sass import disassemble
 
     cubin = compile_nvrtc(kernel.source, "sm_90a", kernel.instances)
-    sass = disassemble(cubin)[cubin.lowered_names[name_expression(dtype, causal)]]
-    return steady_lines(tile_loop_lines(sass, products=16))
-
-
-def the_waits(steady: list[str]) -> tuple[int, int]:
-    """Where the wait for S (wgmma groups in flight <= 1) and the wait for P V (<= 0) are in a steady path."""
-    first = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line)
-    second = next(i for i, line in enumerate(steady) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
-    return first, second
+    return steady_lines(tile_loop_lines(disassemble(cubin)[cubin.lowered_names[instance]], products=16))
 
 
 def exponentials_between_waits(steady: list[str]) -> int:
     """The exponentials (MUFU.EX2) a steady tile path issues between its wait for S and its wait for P V."""
+    from kernels.tools.loop_anatomy import the_waits
+
     first, second = the_waits(steady)
     return sum("MUFU.EX2" in line for line in steady[first:second])
 
@@ -343,6 +339,8 @@ def exponentials_between_waits(steady: list[str]) -> int:
 def landing_stamped(steady: list[str]) -> bool:
     """Whether a stamped build reads the clock right after its wait for P V: ptxas may sink that read below the
     exponentials that follow the wait (kernels 16 to 20 do), and then it times the softmax, not P V's landing."""
+    from kernels.tools.loop_anatomy import the_waits
+
     _, second = the_waits(steady)
     read = next(i for i in range(second, len(steady)) if "SR_CLOCKLO" in steady[i])
     return not any("MUFU" in line or "FMNMX" in line for line in steady[second:read])
@@ -357,22 +355,21 @@ def measure(chapter: Chapter, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         runs["kernel"] += time_ms(lambda i: chapter.attention(q, k, v, causal=causal, out=out), 3, 10)
         runs["stamped"] += time_ms(lambda i: stamped(q, k, v, causal=causal, out=out), 3, 10)
     device = q.device.index
-    n_warps = stamped.n_threads // 32 - 4  # the consumers: all but the producer warpgroup
-    stamped.clear(device, n_warps)
+    stamped.clear(device)
     out.fill_(float("nan"))
     stamped(q, k, v, causal=causal, out=out)
     torch.cuda.synchronize()
     if not torch.isfinite(out).all():
         raise ToolError(f"{chapter.name}: the stamped build wrote non-finite values")
-    summary = summarize(stamped.stamps(device, n_warps))
-    paths = [steady_path(kernel, q.dtype, causal) for kernel in (chapter.kernel, stamped)]
+    summary = summarize(stamped.stamps(device))
+    paths = [steady_path(kernel, name_expression(q.dtype, causal)) for kernel in (chapter.kernel, stamped)]
     between = tuple(exponentials_between_waits(path) for path in paths)
     ms = statistics.median(runs["kernel"]), statistics.median(runs["stamped"])
     return Timeline(chapter.name, summary, *ms, between, landing_stamped(paths[1]))
 
 
 def timeline_table(timelines: list[Timeline], title: str) -> SideBySide:
-    """The timelines side by side: the period, each phase, the issue spread, the products in flight, the cost."""
+    """The timelines side by side: the period, the phases, how far apart warps start issuing, products in flight."""
 
     def cells(values: list[float], fmt: str, landing: bool = False) -> list[Cell]:
         """One cell per kernel; "n/a" where the value needs P V's landing and the build did not stamp it."""
