@@ -42,7 +42,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_seventeen_sets_in_chapter_order():
+def test_there_are_nineteen_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -59,10 +59,12 @@ def test_there_are_seventeen_sets_in_chapter_order():
         "ch20_prefill_instance",
         "ch20_quiet_producer",
         "ch21_clock_fence",
+        "ch21_loop_top",
+        "ch21_producer_warp",
         "ch21_softmax_first",
         "ch21_split_products",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20, 20, 21, 21, 21]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, 19, 19, 19, 20, 20, 20, 20, 20, 21, 21, 21, 21, 21]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -505,3 +507,36 @@ def test_ch21_clock_fence_holds_the_maxima_with_a_clock_read_instead_of_a_membar
             name
         )
         assert (total(loop, "BAR") == 2) == ("ping_pong" in name), name
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch21_loop_top_waits_and_counts_as_its_grid_says(instance):
+    """V awaited once S is issued: one mbarrier wait before the first HGMMA and one between S's eight and P V's eight,
+    where kernel 21 waits twice before all sixteen. From an unsigned count, stages and phases take no signed rounding
+    (ULEA.HI) in the steady path, and fewer uniform instructions."""
+    counts = {}
+    for name in ("k21_maxima_first", "k21_v_after_s", "k21_unsigned_count", "k21_lean_top"):
+        steady = steady_path(name, instance)
+        order = event_order(steady)
+        if name in ("k21_v_after_s", "k21_lean_top"):
+            assert order.startswith("mbarrier wait → HGMMA×8 → mbarrier wait → HGMMA×8 → wait(≤1)"), (name, order)
+        else:
+            assert order.startswith("mbarrier wait×2 → HGMMA×16 → wait(≤1)"), (name, order)
+        signed_rounding = sum("ULEA.HI" in line for line in steady)
+        assert (signed_rounding == 0) == (name in ("k21_unsigned_count", "k21_lean_top")), (name, signed_rounding)
+        counts[name] = tile_counts(steady)[UNIFORM]
+    assert counts["k21_unsigned_count"] < counts["k21_maxima_first"]
+    assert counts["k21_lean_top"] < counts["k21_v_after_s"]
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch21_producer_warp_copies_from_the_warp_and_waits_as_its_grid_says(instance):
+    """The producer's one thread is the block's thread 256 (warp 8) or 288 (warp 9): the kernel compares threadIdx.x
+    with it. A wait with a suspend-time hint retries through NANOSLEEP.SYNCS, which the barrier's phase wakes; the
+    kernel without one retries its try at once and sleeps nowhere."""
+    for name in ("k21_maxima_first", "k21_suspend_hint", "k21_producer_warp9", "k21_warp9_suspend_hint"):
+        sass = sass_text(CONTENDERS[name], instance)
+        producer = 0x120 if "warp9" in name else 0x100
+        assert re.search(rf"ISETP\.NE\.AND P\d, PT, R\d+, {producer:#x}, PT", sass), name
+        sleeps = sass.count("NANOSLEEP.SYNCS")
+        assert (sleeps >= sass.count("SYNCS.PHASECHK.TRANS64.TRYWAIT") // 2) if "suspend" in name else sleeps == 0, name
