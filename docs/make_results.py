@@ -49,7 +49,7 @@ from kernels.tools.tables import (  # noqa: E402
     reference_row,
     steps,
 )
-from kernels.tools.timeline import load_timelines  # noqa: E402
+from kernels.tools.timeline import load_timelines, load_warp_tables  # noqa: E402
 from reference import FA4  # noqa: E402
 
 DOCS = ROOT / "docs"
@@ -342,6 +342,7 @@ def timeline_section(path: Path) -> list[str]:
     return [
         heading(f"The tile loop, stamped: {', '.join(table.heads)}", path),
         table.markdown() + "\n",
+        *(warps.markdown() + "\n" for warps in load_warp_tables(path)),
         f"- command: `{record['command']}`\n- GPU: {record['device']}\n",
     ]
 
@@ -353,6 +354,16 @@ def timeline_snippet(name: str, results: Path) -> str:
         raise MissingResults(f"no {path.name} in {results}")
     record, table = load_timelines(path)
     return f"{table.markdown()}\n\nFrom results/{path.name} (`{record['command']}`)."
+
+
+def timeline_warps_snippet(name: str, results: Path) -> str:
+    """The warp-by-warp tables of results/timeline_NAME.json, with the command that measured them."""
+    path = results / f"timeline_{name}.json"
+    if not path.exists():
+        raise MissingResults(f"no {path.name} in {results}")
+    record = json.loads(path.read_text())
+    tables = "\n\n".join(warps.markdown() for warps in load_warp_tables(path))
+    return f"{tables}\n\nFrom results/{path.name} (`{record['command']}`)."
 
 
 def results_page(results: Path) -> str:
@@ -694,6 +705,7 @@ SNIPPETS: dict[re.Pattern, Callable[[str, Path], str]] = {
     re.compile(r"ablation-steps-(ch\d\d\w*)"): ablation_steps_snippet,
     re.compile(r"runs-(\w+)"): runs_snippet,
     re.compile(r"clocks-(\w+)"): clocks_snippet,
+    re.compile(r"timeline-warps-(\w+)"): timeline_warps_snippet,
     re.compile(r"timeline-(\w+)"): timeline_snippet,
 }
 

@@ -152,6 +152,12 @@ record() {
         ;;
     ablation_ch21_clock_fence.json) # kernel 21's fence as a memory fence or a clock read, with and without turns
         python runner.py ablate clock_fence --rounds 5 --clocks --json results/ablation_ch21_clock_fence.json ;;
+    ablation_ch21_loop_top.json) # kernel 21's loop top: one wait or two before S, stages from a signed or unsigned count
+        python runner.py ablate loop_top --rounds 5 --clocks --json results/ablation_ch21_loop_top.json ;;
+    ablation_ch21_producer_warp.json) # the producer's thread in warp 8 or 9, its waits with or without a suspend-time hint
+        python runner.py ablate producer_warp --rounds 5 --clocks --json results/ablation_ch21_producer_warp.json ;;
+    ablation_ch21_row_sums.json) # the row sums by additions or on the tensor cores, with or without kernel 21's fence
+        python runner.py ablate row_sums --rounds 5 --clocks --json results/ablation_ch21_row_sums.json ;;
     timeline_clock_fence.json) # kernel 21's tile loop stamped beside its clock-read fence's
         python runner.py timeline 21 k21_clock_fence --rounds 2 --json results/timeline_clock_fence.json ;;
     ablation_ch21_softmax_first.json) # the whole softmax between the waits on kernel 21, at the four shapes of fa4_k21.json

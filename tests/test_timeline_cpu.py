@@ -8,11 +8,13 @@ from kernels.build import ALL_INSTANCES
 from kernels.tools.timeline import (
     EVENTS,
     IN_FLIGHT,
+    Timeline,
     landing_stamped,
     stamped_kernel,
     stamped_source,
     steady_path,
     summarize,
+    warps_table,
 )
 from tests.helpers import (
     CHAPTERS,
@@ -127,3 +129,21 @@ def test_the_warp_that_issues_last_is_named():
     stamps[0, [2, 6], :40, EVENTS.index("issue")] += 30  # warp 2 of each warpgroup comes 30 cycles late
     summary = summarize(stamps)
     assert summary.issue_lag == [0, 0, 30, 0] and summary.issue_spread == 30
+
+
+def test_each_warps_phases_say_where_a_late_warp_spent_its_cycles():
+    """Warp 0 of each warpgroup reaches the top 300 cycles after the others and issues 300 cycles longer: its own
+    issuing phase and its lag at the top show it, the other warps' phases stay the tile's."""
+    stamps = synthetic(offset_wg1=1000)
+    late = [0, 4]
+    stamps[0, late, :40, : EVENTS.index("issued")] += 300  # the top and the first wgmma 300 cycles late
+    stamps[0, late, :40, EVENTS.index("issued") :] += 600  # and issuing 300 cycles longer
+    summary = summarize(stamps)
+    phases = summary.warp_phases
+    assert len(phases) == 8
+    for warp in range(8):
+        assert phases[warp]["issuing S and P V"] == (320 if warp in late else 20), warp
+        assert phases[warp]["reaches the top after its warpgroup's first"] == (300 if warp in late else 0), warp
+        assert phases[warp]["waiting for K and V"] == 100
+    table = warps_table(Timeline("k", summary, 1.0, 1.0, (0, 0), True), "shape")
+    assert table.heads == [f"warp {w}" for w in range(8)] and table.sections[0][2][1][0].text == "320"

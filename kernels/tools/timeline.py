@@ -22,7 +22,7 @@ import argparse
 import json
 import re
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -213,6 +213,8 @@ class Summary:
     issue_spread: float  # from the first warp of a warpgroup to reach its first wgmma to the last
     issue_lag: list[float]  # per warp of a warpgroup (0-3, on sub-partitions 0-3): how long after the first it came
     in_flight: dict[str, float]  # share of the loop's time with 0, 1 or 2 warpgroups' products in flight
+    # Per consumer warp of the block (0 ... N_WARPS - 1): the median of each of WARP_PHASES, in cycles.
+    warp_phases: list[dict[str, float]] = field(default_factory=list)
 
 
 PHASES = {
@@ -224,6 +226,15 @@ PHASES = {
     "of which after P V has landed": ("P V landed", "end"),
 }
 NEED_LANDING = ("of which until P V has landed", "of which after P V has landed")  # valid where landing_stamped
+# Each warp's own: where a warpgroup's warps part ways. Warp 0 of a warpgroup is late to reach its first wgmma; these
+# say in which phase of the tile before it spent the cycles.
+WARP_PHASES = {
+    "reaches the top after its warpgroup's first": None,  # from the first of its warpgroup's four
+    "waiting for K and V": ("top", "issue"),
+    "issuing S and P V": ("issue", "issued"),
+    "until S has landed": ("issued", "S landed"),
+    "from S to the end of the softmax": ("S landed", "end"),
+}
 # Warp w of a warpgroup runs on the SM's sub-partition w % 4, the producer's copying warp (the block's warp 8) on 0.
 WARP_NOTES = {0: " (beside the producer)"}
 IN_FLIGHT = ("neither warpgroup", "one warpgroup", "both warpgroups")
@@ -256,6 +267,16 @@ def summarize(stamps: np.ndarray) -> Summary:
     by_group = {event: value.reshape(blocks, warps // 4, 4, tiles) for event, value in at.items()}
     spread = (by_group["issue"].max(axis=2) - by_group["issue"].min(axis=2))[ok]
     lag = by_group["issue"] - by_group["issue"].min(axis=2, keepdims=True)  # (block, warpgroup, warp, tile)
+    top_lag = (by_group["top"] - by_group["top"].min(axis=2, keepdims=True)).reshape(blocks, warps, tiles)
+    warp_phases = [
+        {
+            name: float(
+                np.median((top_lag if span is None else at[span[1]] - at[span[0]])[:, warp][per_warp_ok[:, warp]])
+            )
+            for name, span in WARP_PHASES.items()
+        }
+        for warp in range(warps)
+    ]
     return Summary(
         tiles=int(ok.sum()),
         period=period,
@@ -263,6 +284,7 @@ def summarize(stamps: np.ndarray) -> Summary:
         issue_spread=float(np.median(spread)),
         issue_lag=[float(np.median(lag[:, :, warp, :][ok])) for warp in range(4)],
         in_flight=in_flight_shares(by_group, ok),
+        warp_phases=warp_phases,
     )
 
 
@@ -414,6 +436,20 @@ def timeline_table(timelines: list[Timeline], title: str) -> SideBySide:
     return SideBySide(title, heads, [h[:3] for h in heads], sections, caption)
 
 
+def warps_table(timeline: Timeline, title: str) -> SideBySide:
+    """One kernel's phases warp by warp: where each consumer warp of the block spends its tile."""
+    warps = timeline.summary.warp_phases
+    rows = [(name, [Cell(f"{phases[name]:,.0f}") for phases in warps]) for name in WARP_PHASES]
+    caption = (
+        "SM cycles, each warp's medians over the stamped tiles of blocks 0-7; warps 0-3 are the first warpgroup, 4-7 "
+        "the second, warp w on the SM's sub-partition w % 4."
+    )
+    heads = [f"warp {warp}" for warp in range(len(warps))]
+    return SideBySide(
+        f"{title}: {timeline.name}, warp by warp", heads, [f"w{warp}" for warp in range(len(warps))], [rows], caption
+    )
+
+
 def shape_words(shape: dict) -> str:
     """A timeline's shape as its table's title names it."""
     causal = ", causal" if shape["causal"] else ""
@@ -422,6 +458,18 @@ def shape_words(shape: dict) -> str:
 
 def load_timelines(path: Path) -> tuple[dict, SideBySide]:
     """A file `runner.py timeline --json` saved: its record, and its table as the command printed it."""
+    record, timelines = _saved(path)
+    return record, timeline_table(timelines, f"{shape_words(record['shape'])}: the tile loop, stamped")
+
+
+def load_warp_tables(path: Path) -> list[SideBySide]:
+    """The warp-by-warp tables of a saved timeline, one per kernel (none in a file saved before they were kept)."""
+    record, timelines = _saved(path)
+    return [warps_table(t, shape_words(record["shape"])) for t in timelines if t.summary.warp_phases]
+
+
+def _saved(path: Path) -> tuple[dict, list[Timeline]]:
+    """A saved timeline's record and its kernels' timelines."""
     record = json.loads(path.read_text())
     timelines = [
         Timeline(
@@ -432,7 +480,7 @@ def load_timelines(path: Path) -> tuple[dict, SideBySide]:
         )
         for entry in record["timelines"]
     ]
-    return record, timeline_table(timelines, f"{shape_words(record['shape'])}: the tile loop, stamped")
+    return record, timelines
 
 
 def run_timeline(args: argparse.Namespace) -> int:
@@ -464,10 +512,12 @@ def run_timeline(args: argparse.Namespace) -> int:
         "causal": args.causal,
     }
     table = timeline_table(timelines, f"{shape_words(shape)}: the tile loop, stamped")
-    if args.markdown:
-        print(table.markdown())
-    else:
-        print_side_by_side(table)
+    tables = [table] + [warps_table(t, shape_words(shape)) for t in timelines]
+    for each in tables:
+        if args.markdown:
+            print(each.markdown())
+        else:
+            print_side_by_side(each)
     if args.json:
         record = {
             "command": args.command_line,
