@@ -34,4 +34,6 @@ def test_stamped_kernel_21_matches_kernel_21_and_stamps_in_order(causal):
     summary = summarize(stamps)
     assert 0 < summary.period < 100_000
     assert sum(summary.in_flight.values()) == pytest.approx(1.0)
+    assert len(summary.warp_phases) == stamps.shape[1]  # one set of phases per consumer warp, none negative
+    assert all(value >= 0 for phases in summary.warp_phases for value in phases.values())
     assert FIRST_TILE > 0 and len(EVENTS) == stamps.shape[-1]
