@@ -49,7 +49,7 @@ from kernels.tools.tables import (  # noqa: E402
     reference_row,
     steps,
 )
-from kernels.tools.timeline import load_timelines, load_warp_tables  # noqa: E402
+from kernels.tools.timeline import load_timelines  # noqa: E402
 from reference import FA4  # noqa: E402
 
 DOCS = ROOT / "docs"
@@ -338,32 +338,27 @@ def stalls_section(path: Path) -> list[str]:
 
 def timeline_section(path: Path) -> list[str]:
     """Stamped tile loops: the table `runner.py timeline` printed, and the command that measured it."""
-    record, table = load_timelines(path)
+    record, (table, *warps) = load_timelines(path)
     return [
         heading(f"The tile loop, stamped: {', '.join(table.heads)}", path),
-        table.markdown() + "\n",
-        *(warps.markdown() + "\n" for warps in load_warp_tables(path)),
+        *(each.markdown() + "\n" for each in (table, *warps)),
         f"- command: `{record['command']}`\n- GPU: {record['device']}\n",
     ]
 
 
-def timeline_snippet(name: str, results: Path) -> str:
-    """The table of results/timeline_NAME.json, with the command that measured it."""
+def timeline_snippet(name: str, results: Path, *, warps: bool = False) -> str:
+    """The table of results/timeline_NAME.json (or its warp-by-warp tables), with the command that measured it."""
     path = results / f"timeline_{name}.json"
     if not path.exists():
         raise MissingResults(f"no {path.name} in {results}")
-    record, table = load_timelines(path)
-    return f"{table.markdown()}\n\nFrom results/{path.name} (`{record['command']}`)."
+    record, (table, *warp_tables) = load_timelines(path)
+    shown = "\n\n".join(each.markdown() for each in (warp_tables if warps else [table]))
+    return f"{shown}\n\nFrom results/{path.name} (`{record['command']}`)."
 
 
 def timeline_warps_snippet(name: str, results: Path) -> str:
     """The warp-by-warp tables of results/timeline_NAME.json, with the command that measured them."""
-    path = results / f"timeline_{name}.json"
-    if not path.exists():
-        raise MissingResults(f"no {path.name} in {results}")
-    record = json.loads(path.read_text())
-    tables = "\n\n".join(warps.markdown() for warps in load_warp_tables(path))
-    return f"{tables}\n\nFrom results/{path.name} (`{record['command']}`)."
+    return timeline_snippet(name, results, warps=True)
 
 
 def results_page(results: Path) -> str:

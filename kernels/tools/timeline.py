@@ -456,20 +456,16 @@ def shape_words(shape: dict) -> str:
     return f"batch {shape['batch']}, seq_len {shape['seq_len']}, heads {shape['heads']}, {shape['dtype']}{causal}"
 
 
-def load_timelines(path: Path) -> tuple[dict, SideBySide]:
-    """A file `runner.py timeline --json` saved: its record, and its table as the command printed it."""
-    record, timelines = _saved(path)
-    return record, timeline_table(timelines, f"{shape_words(record['shape'])}: the tile loop, stamped")
+def timeline_tables(timelines: list[Timeline], shape: dict) -> list[SideBySide]:
+    """What `runner.py timeline` prints: the kernels side by side, then each kernel's warps (where they were kept)."""
+    words = shape_words(shape)
+    warps = [warps_table(t, words) for t in timelines if t.summary.warp_phases]
+    return [timeline_table(timelines, f"{words}: the tile loop, stamped"), *warps]
 
 
-def load_warp_tables(path: Path) -> list[SideBySide]:
-    """The warp-by-warp tables of a saved timeline, one per kernel (none in a file saved before they were kept)."""
-    record, timelines = _saved(path)
-    return [warps_table(t, shape_words(record["shape"])) for t in timelines if t.summary.warp_phases]
-
-
-def _saved(path: Path) -> tuple[dict, list[Timeline]]:
-    """A saved timeline's record and its kernels' timelines."""
+def load_timelines(path: Path) -> tuple[dict, list[SideBySide]]:
+    """A file `runner.py timeline --json` saved: its record, and its tables as the command printed them (a file
+    saved before each warp's phases were kept has only the first)."""
     record = json.loads(path.read_text())
     timelines = [
         Timeline(
@@ -480,7 +476,7 @@ def _saved(path: Path) -> tuple[dict, list[Timeline]]:
         )
         for entry in record["timelines"]
     ]
-    return record, timelines
+    return record, timeline_tables(timelines, record["shape"])
 
 
 def run_timeline(args: argparse.Namespace) -> int:
@@ -511,9 +507,7 @@ def run_timeline(args: argparse.Namespace) -> int:
         "dtype": args.dtype,
         "causal": args.causal,
     }
-    table = timeline_table(timelines, f"{shape_words(shape)}: the tile loop, stamped")
-    tables = [table] + [warps_table(t, shape_words(shape)) for t in timelines]
-    for each in tables:
+    for each in timeline_tables(timelines, shape):
         if args.markdown:
             print(each.markdown())
         else:
