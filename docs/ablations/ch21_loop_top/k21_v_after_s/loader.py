@@ -4,7 +4,7 @@ from pathlib import Path
 
 from kernels import AttentionKernel
 
-TITLE = "kernel 21 with V's wait between the issue of S and of P V"
+TITLE = "kernel 21 with V's wait after issuing S and before issuing P V"
 
 # The launch shape (BLOCK_Q, N_THREADS, SMEM_BYTES, and the decode kernel's) is the kernel's own: read from its
 # constants.
