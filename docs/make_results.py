@@ -163,6 +163,8 @@ TEXT_FILES = {
     "their SASS (`python -m kernels.tools.loop_anatomy`)",
     "loop_anatomy_ch21_softmax_first.txt": "one tile of the tile loops of chapter 21 and of its variants with the "
     "softmax under P V, in their SASS (`python -m kernels.tools.loop_anatomy 21 k21_exponentials_first ...`)",
+    "loop_anatomy_ch21_short_tile.txt": "one tile of the tile loops of chapter 21 and of FlashAttention-4's tile on "
+    "it, piece by piece, in their SASS (`python -m kernels.tools.loop_anatomy 21 k21_ping_pong k21_peeked ...`)",
     "loop_anatomy_k20_k21.txt": "one tile of the tile loops of chapters 20 and 21, in their SASS "
     "(`python -m kernels.tools.loop_anatomy 20 21`)",
     "loop_anatomy_nvrtc_13_4.txt": "one tile of the tile loops of chapters 16 and 20 built by NVRTC 13.4, in SASS "

@@ -158,6 +158,13 @@ record() {
         python runner.py ablate producer_warp --rounds 5 --clocks --json results/ablation_ch21_producer_warp.json ;;
     ablation_ch21_row_sums.json) # the row sums by additions or on the tensor cores, with or without kernel 21's fence
         python runner.py ablate row_sums --rounds 5 --clocks --json results/ablation_ch21_row_sums.json ;;
+    ablation_ch21_short_tile.json) # FlashAttention-4's tile on kernel 21, piece by piece, at the four shapes of fa4_k21.json
+        python runner.py ablate short_tile --rounds 5 --clocks --json "$TMP/short_headline.json"
+        python runner.py ablate short_tile --rounds 5 --clocks --causal --json "$TMP/short_causal.json"
+        python runner.py ablate short_tile --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/short_1024.json"
+        python runner.py ablate short_tile --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/short_16384.json"
+        merge results/ablation_ch21_short_tile.json "$TMP"/short_{headline,causal,1024,16384}.json
+        ;;
     timeline_clock_fence.json) # kernel 21's tile loop stamped beside its clock-read fence's
         python runner.py timeline 21 k21_clock_fence --rounds 2 --json results/timeline_clock_fence.json ;;
     ablation_ch21_softmax_first.json) # the whole softmax between the waits on kernel 21, at the four shapes of fa4_k21.json
@@ -274,6 +281,9 @@ record() {
     loop_anatomy_ch21_softmax_first.txt) # kernel 21's tile loop beside its variants with the whole softmax under P V (no GPU needed)
         python -m kernels.tools.loop_anatomy 21 k21_exponentials_first k21_rescale_late k21_softmax_first \
             >results/loop_anatomy_ch21_softmax_first.txt ;;
+    loop_anatomy_ch21_short_tile.txt) # kernel 21's tile loop beside FlashAttention-4's tile on it, piece by piece (no GPU needed)
+        python -m kernels.tools.loop_anatomy 21 k21_ping_pong k21_peeked k21_short_tile k21_short_tile_turns \
+            >results/loop_anatomy_ch21_short_tile.txt ;;
     loop_anatomy_k20_k21.txt) # the tile loops of chapters 20 and 21: the maxima under P V (no GPU needed)
         python -m kernels.tools.loop_anatomy 20 21 >results/loop_anatomy_k20_k21.txt ;;
     loop_anatomy_nvrtc_13_4.txt) # the tile loops of chapters 16 and 20 built by NVRTC 13.4 (no GPU needed)

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Every kernel the project builds: the ladder's chapters, then the ablation sets' variants (docs/ablations/).
 CHAPTERS = chapters()
-VARIANTS = [c for ablation in ablations() for c in ablation.contenders if is_variant(c)]
+# A variant a later set borrows is listed once, with the set that holds it.
+VARIANTS = list(dict.fromkeys(c for ablation in ablations() for c in ablation.contenders if is_variant(c)))
 KERNELS = [*CHAPTERS, *VARIANTS]
 
 

@@ -23,7 +23,7 @@ from kernels.tools.loop_anatomy import (
     tile_loop_lines,
 )
 from kernels.tools.sass import opcodes, resource_usage
-from tests.helpers import between_the_waits, changed, deepest_wait, hopper_sass, sass_text, tile_loop, total
+from tests.helpers import VARIANTS, between_the_waits, changed, deepest_wait, hopper_sass, sass_text, tile_loop, total
 
 ABLATIONS = ablations()
 LADDER = {c.name: c for c in chapters()}
@@ -42,7 +42,7 @@ def parent(variant):
     return next(c for c in LADDER.values() if c.number == variant.number)
 
 
-def test_there_are_twenty_sets_in_chapter_order():
+def test_there_are_twenty_one_sets_in_chapter_order():
     assert [a.name for a in ABLATIONS] == [
         "ch03_ldmatrix",
         "ch05_pipelining",
@@ -62,10 +62,11 @@ def test_there_are_twenty_sets_in_chapter_order():
         "ch21_loop_top",
         "ch21_producer_warp",
         "ch21_row_sums",
+        "ch21_short_tile",
         "ch21_softmax_first",
         "ch21_split_products",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, *[19] * 3, *[20] * 5, *[21] * 6]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, *[19] * 3, *[20] * 5, *[21] * 7]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -110,8 +111,22 @@ def test_loading_a_set_compiles_nothing():
     """Loading the sets builds no kernel, so it needs no GPU and no NVRTC."""
     before = compile_nvrtc.cache_info()
     folders = [f for f in sorted(ABLATIONS_DIR.iterdir()) if SET_FOLDER.fullmatch(f.name)]
-    assert [load_ablation(folder, list(LADDER.values())).name for folder in folders] == [a.name for a in ABLATIONS]
+    loaded = ()
+    for folder in folders:
+        loaded += (load_ablation(folder, list(LADDER.values()), loaded),)
+    assert [a.name for a in loaded] == [a.name for a in ABLATIONS]
     assert compile_nvrtc.cache_info() == before
+
+
+def test_a_cell_borrows_a_variant_an_earlier_set_holds():
+    """ch21_short_tile's turns at kernel 21's tile are ch21_clock_fence's k21_ping_pong: the same kernel, listed once
+    among the variants, with its own set; without that set loaded first the cell names nothing."""
+    short, fence = find_ablation("short_tile"), find_ablation("clock_fence")
+    [borrowed] = [c for c in short.contenders if c.name == "k21_ping_pong"]
+    assert borrowed in fence.contenders and borrowed.source.parent.parent.name == "ch21_clock_fence"
+    assert [c.name for c in VARIANTS].count("k21_ping_pong") == 1
+    with pytest.raises(ValueError, match="ch21_short_tile: cells name k21_ping_pong, which are neither"):
+        load_ablation(ABLATIONS_DIR / "ch21_short_tile", list(LADDER.values()))
 
 
 def test_a_cell_naming_nothing_is_a_clear_error(tmp_path):
@@ -558,3 +573,24 @@ def test_ch21_row_sums_takes_the_sums_to_the_tensor_cores(instance):
         assert total(opcodes("\n".join(loop)), "MEMBAR") == (
             0 if name in ("k20_decode_kernel", "k21_row_sums_unfenced") else 1
         ), name
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch21_short_tile_waits_and_trims_as_its_grid_says(instance):
+    """With the next K tile asked under the softmax (mbarrier.test_wait: a SYNCS.PHASECHK without TRYWAIT, which
+    looks once, after the tile's first exponential), the steady path issues S with no wait before it and waits only for
+    V, between S's eight HGMMA and P V's eight; with turns, inside a BAR.SYNC and a BAR.ARV. The short tile's chains
+    start at their first term, 64 FADD where kernel 21 has 80, and its descriptors take fewer uniform instructions."""
+    counts = {}
+    for name in ("k21_peeked", "k21_short_tile", "k21_peeked_turns", "k21_short_tile_turns"):
+        steady = steady_path(name, instance)
+        issue = "HGMMA×8 → mbarrier wait → HGMMA×8"
+        order = event_order(steady)
+        expected = f"BAR.SYNC → {issue} → BAR.ARV → wait(≤1)" if "turns" in name else f"{issue} → wait(≤1)"
+        assert order.startswith(expected), (name, order)
+        assert order.count("mbarrier test") == 1 and order.index("MUFU.EX2") < order.index("mbarrier test"), order
+        counts[name] = tile_counts(steady)
+        assert counts[name]["FADD"] == (64 if "short" in name else 80), name
+    for turns in ("", "_turns"):
+        short, peeked = counts[f"k21_short_tile{turns}"], counts[f"k21_peeked{turns}"]
+        assert short[UNIFORM] < peeked[UNIFORM] and short["total"] < peeked["total"] - 16

@@ -71,13 +71,15 @@ def set_number(folder: Path) -> int:
     return int(SET_FOLDER.fullmatch(folder.name).group(1))
 
 
-def load_ablation(folder: Path, ladder: list[Chapter]) -> Ablation:
-    """One set from its folder; a ValueError if a cell names neither a ladder chapter nor one of its variants."""
+def load_ablation(folder: Path, ladder: list[Chapter], earlier: tuple[Ablation, ...] = ()) -> Ablation:
+    """One set from its folder; a ValueError if a cell names neither a ladder chapter nor a variant, of its own or of
+    one of the ``earlier`` sets (a cell may borrow a variant another set already measures, rather than a copy)."""
     from kernels.chapters import CHAPTER_FOLDER, load_chapter
 
     data = import_data_file(folder / "ablation.py")
     variants = [load_chapter(sub) for sub in sorted(folder.iterdir()) if CHAPTER_FOLDER.fullmatch(sub.name)]
-    known = {c.name: c for c in [*ladder, *variants]}
+    borrowed = [c for ablation in earlier for c in ablation.contenders if is_variant(c)]
+    known = {c.name: c for c in [*ladder, *borrowed, *variants]}
     unknown = sorted(set(data.CELLS.values()) - set(known))
     if unknown:
         raise ValueError(f"{folder.name}: cells name {', '.join(unknown)}, which are neither chapters nor variants")
@@ -100,7 +102,10 @@ def _ablations() -> tuple[Ablation, ...]:
     from kernels.chapters import chapters
 
     ladder = chapters()
-    return tuple(load_ablation(folder, ladder) for folder in set_folders())
+    loaded: tuple[Ablation, ...] = ()
+    for folder in set_folders():
+        loaded += (load_ablation(folder, ladder, loaded),)
+    return loaded
 
 
 def ablations() -> list[Ablation]:

@@ -109,8 +109,8 @@ def event(line: str) -> str | None:
         return opcode.split(".")[0] if opcode.startswith("HGMMA") else ".".join(opcode.split(".")[:2])
     if opcode == "WARPGROUP.DEPBAR.LE":  # wait until at most N wgmma groups are in flight
         return f"wait(≤{int(line.split(',')[-1].split(';')[0], 16)})"
-    if opcode.startswith("SYNCS.PHASECHK"):
-        return "mbarrier wait"
+    if opcode.startswith("SYNCS.PHASECHK"):  # TRYWAIT retries until the phase completes; without it, one look
+        return "mbarrier wait" if "TRYWAIT" in opcode else "mbarrier test"
     if opcode.startswith("SYNCS.ARRIVE"):
         return "mbarrier arrive"
     return None
