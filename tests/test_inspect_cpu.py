@@ -1,7 +1,10 @@
 """`runner.py inspect` and `runner.py diff` without a GPU, and each chapter's idea as its SASS shows it."""
 
 import re
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -307,6 +310,28 @@ def test_diff_colours_a_terminal_unless_asked_not_to(capsys, monkeypatch):
 def test_diff_takes_slugs_and_plain_output(capsys):
     by_slug = run_command(capsys, "diff", "ldmatrix", "k04_swizzle", "--no-color")
     assert by_slug.code == 0 and by_slug.out == run_command(capsys, "diff", "3", "4").out
+
+
+def test_diff_takes_an_ablation_variant_by_name(capsys):
+    """A variant against its chapter: the idea it changes, here the next K tile's barrier asked under the softmax."""
+    ran = run_command(capsys, "diff", "21", "k21_peeked", "--no-color")
+    assert ran.code == 0, ran.err
+    lines = ran.out.splitlines()
+    assert "+++ k21_peeked/flash_attention.cu" in lines and "--- k21_maxima_first/flash_attention.cu" in lines
+    assert any(line.startswith("+") and "mbarrier_test(&k_filled[(count + 1) % STAGES]" in line for line in lines)
+
+
+def test_a_reader_who_stops_reading_the_pipe_gets_no_traceback():
+    """`runner.py diff 3 4 | head -1`: the diff is longer than one line; the runner stops quietly, exit status 0."""
+    runner = Path(__file__).resolve().parent.parent / "runner.py"
+    ran = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f'"{sys.executable}" "{runner}" diff 3 4 --no-color | head -1'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0 and ran.stdout.startswith("--- k03_ldmatrix/flash_attention.cu"), ran.stderr
+    assert "Traceback" not in ran.stderr and "BrokenPipe" not in ran.stderr, ran.stderr
 
 
 def test_diff_w_shows_code_moved_into_a_block_as_the_block_alone(capsys):

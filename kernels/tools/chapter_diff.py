@@ -1,6 +1,7 @@
 """`runner.py diff A B`: the one idea chapter B adds to chapter A, as a unified diff of the kernel, then the loader.
 
 python runner.py diff 3 4 [-U 5] [-w] [--no-color]
+python runner.py diff 21 k21_short_tile     # an ablation variant against its chapter
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from kernels.chapters import Chapter
 from kernels.tools.cli import one_chapter
 
 DIFFED_FILES = ("flash_attention.cu", "loader.py")
@@ -65,9 +67,17 @@ def print_diff(lines: list[str], color: bool) -> None:
     Console(highlight=False).print(text, soft_wrap=True, end="")
 
 
+def chapter_or_variant(token: str) -> Chapter:
+    """A chapter by number or slug, or an ablation variant by its folder's name ("k21_short_tile")."""
+    from kernels.tools.ablations import ablations, is_variant
+
+    variants = {c.name: c for ablation in ablations() for c in ablation.contenders if is_variant(c)}
+    return variants[token] if token in variants else one_chapter(token)
+
+
 def run_diff(args: argparse.Namespace) -> int:
     """`runner.py diff A B`: the kernel's diff, then the loader's."""
-    a, b = one_chapter(args.a), one_chapter(args.b)
+    a, b = chapter_or_variant(args.a), chapter_or_variant(args.b)
     for i, file_name in enumerate(DIFFED_FILES):
         if i:
             print()

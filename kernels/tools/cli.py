@@ -7,6 +7,7 @@ Nothing here imports torch or the runtime at import time: `--help` and a mistype
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -87,6 +88,9 @@ def run(parser: argparse.ArgumentParser, handler: Callable[[argparse.Namespace],
     except (BuildError, ToolError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader of a pipe (`| head`) stopped reading: not a failure of the command
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush of stdout is quiet
+        return 0
 
 
 def positive_int(text: str) -> int:

@@ -292,9 +292,11 @@ def context_lines(text: str) -> int:
 
 def diff_parser() -> Parser:
     """`runner.py diff A B`."""
-    parser = Parser(prog="runner.py diff", description="Unified diff of two chapters' kernel, then of their loader.")
-    parser.add_argument("a", help="first chapter, by number or slug")
-    parser.add_argument("b", help="second chapter, by number or slug")
+    parser = Parser(
+        prog="runner.py diff", description="Unified diff of two chapters' kernel (or variants'), then of their loader."
+    )
+    parser.add_argument("a", help="first chapter, by number or slug, or an ablation variant by name")
+    parser.add_argument("b", help="second chapter, by number or slug, or an ablation variant by name")
     parser.add_argument("-U", "--context", type=context_lines, default=3, help="lines of context")
     parser.add_argument(
         "-w",
