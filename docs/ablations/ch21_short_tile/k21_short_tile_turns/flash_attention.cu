@@ -1,6 +1,6 @@
 // Ablation of chapter 21, derived from kernel 21: k21_short_tile with FlashAttention-4's turns on the tensor cores:
-// its tile in its order, the one difference left in its steady path kernel 21's fence (the loop anatomy of
-// results/loop_anatomy_ch21_short_tile.txt beside results/loop_anatomy_k16_k19_fa4.txt).
+// its tile in its order, but for kernel 21's fence and the next K asked under the softmax instead of awaited at the
+// top (results/loop_anatomy_ch21_short_tile.txt beside results/loop_anatomy_k16_k19_fa4.txt).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
