@@ -649,3 +649,32 @@ def test_kernel21_decodes_with_kernel20s_decode_kernel(instance):
     """Chapter 21 changes the prefill kernel's softmax alone: its decode_attention is kernel 20's, instruction for
     instruction, so decode calls run at chapter 20's speed."""
     assert sass_lines(by_number[21], instance) == sass_lines(by_number[20], instance)
+
+
+PACKED_EXP2 = r"""
+// 2^x of a register's two 16-bit values, as a pair of P's fragment holds them: one PTX instruction.
+template <int BF16>
+__global__ void packed_exp2(const unsigned* x, unsigned* y) {
+    unsigned pair;
+    if (BF16) {
+        asm("ex2.approx.ftz.bf16x2 %0, %1;" : "=r"(pair) : "r"(x[threadIdx.x]));
+    } else {
+        asm("ex2.approx.f16x2 %0, %1;" : "=r"(pair) : "r"(x[threadIdx.x]));
+    }
+    y[threadIdx.x] = pair;
+}
+"""
+
+
+def test_a_packed_exp2_is_two_exponentials_on_hopper(tmp_path):
+    """The softmax's exponentials wait on MUFU, which takes a quarter-warp per cycle per sub-partition. PTX has an
+    exp2 of two 16-bit values in one instruction, but on sm_90a ptxas emits it as two MUFU.EX2, one per half, and a
+    PRMT to pack them: no fewer MUFU operations than two fp32 exponentials, so the ladder keeps those."""
+    source = tmp_path / "packed_exp2.cu"
+    source.write_text(PACKED_EXP2)
+    instances = ("packed_exp2<0>", "packed_exp2<1>")
+    cubin = compile_nvrtc(source, "sm_90a", instances)
+    for instance, half in zip(instances, ("F16", "BF16"), strict=True):
+        ops = Counter(opcodes(disassemble(cubin)[cubin.lowered_names[instance]]).elements())
+        assert ops[f"MUFU.EX2.{half}"] == 2 and sum(n for op, n in ops.items() if op.startswith("MUFU")) == 2, ops
+        assert ops["PRMT"] == 1, ops
