@@ -667,9 +667,9 @@ __global__ void packed_exp2(const unsigned* x, unsigned* y) {
 
 
 def test_a_packed_exp2_is_two_exponentials_on_hopper(tmp_path):
-    """The softmax's exponentials wait on MUFU, which takes a quarter-warp per cycle per sub-partition. PTX has an
-    exp2 of two 16-bit values in one instruction, but on sm_90a ptxas emits it as two MUFU.EX2, one per half, and a
-    PRMT to pack them: no fewer MUFU operations than two fp32 exponentials, so the ladder keeps those."""
+    """The softmax's exponentials go through MUFU, a narrower pipe than the FMA's. PTX has an exp2 of two 16-bit
+    values in one instruction, but on sm_90a ptxas emits it as two MUFU.EX2, one per half, and a PRMT to pack them:
+    no fewer MUFU operations than two fp32 exponentials, so the ladder keeps those."""
     source = tmp_path / "packed_exp2.cu"
     source.write_text(PACKED_EXP2)
     instances = ("packed_exp2<0>", "packed_exp2<1>")
