@@ -113,6 +113,11 @@ def ablations() -> list[Ablation]:
     return list(_ablations())
 
 
+def variant_named(name: str) -> Chapter | None:
+    """The ablation variant whose folder is ``name`` ("k19_lean"), or None: no set holds one by that name."""
+    return next((c for ablation in ablations() for c in ablation.contenders if is_variant(c) and c.name == name), None)
+
+
 def find_ablation(token: str) -> Ablation:
     """The set named by its folder ("ch03_ldmatrix"), its slug ("ldmatrix") or the chapter it splits ("3", "03"):
     that chapter's only set, or the one named as the chapter is (ch19_dynamic_schedule for k19_dynamic_schedule);

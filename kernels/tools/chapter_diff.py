@@ -69,10 +69,9 @@ def print_diff(lines: list[str], color: bool) -> None:
 
 def chapter_or_variant(token: str) -> Chapter:
     """A chapter by number or slug, or an ablation variant by its folder's name ("k21_short_tile")."""
-    from kernels.tools.ablations import ablations, is_variant
+    from kernels.tools.ablations import variant_named
 
-    variants = {c.name: c for ablation in ablations() for c in ablation.contenders if is_variant(c)}
-    return variants[token] if token in variants else one_chapter(token)
+    return variant_named(token) or one_chapter(token)
 
 
 def run_diff(args: argparse.Namespace) -> int:

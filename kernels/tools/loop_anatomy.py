@@ -130,11 +130,10 @@ def event_order(lines: list[str]) -> str:
 def named_kernel(token: str):
     """A Hopper chapter by number or name, or an ablation variant by name (``k19_lean``)."""
     from kernels.chapters import chapters, select
-    from kernels.tools.ablations import ablations, is_variant
+    from kernels.tools.ablations import variant_named
 
-    variants = {c.name: c for ablation in ablations() for c in ablation.contenders if is_variant(c)}
-    if token in variants:
-        return variants[token]
+    if variant := variant_named(token):
+        return variant
     (chapter,) = select(chapters(), token)
     return chapter
 
