@@ -13,7 +13,15 @@ import pytest
 from kernels import chapters
 from kernels.build import ALL_INSTANCES, compile_nvrtc, nvrtc_version
 from kernels.launch import DECODE_INSTANCES
-from kernels.tools.ablations import ABLATIONS_DIR, SET_FOLDER, ablations, find_ablation, is_variant, load_ablation
+from kernels.tools.ablations import (
+    ABLATIONS_DIR,
+    SET_FOLDER,
+    ablations,
+    find_ablation,
+    is_variant,
+    load_ablation,
+    load_ablations,
+)
 from kernels.tools.loop_anatomy import (
     PRODUCTS_PER_TILE,
     UNIFORM,
@@ -111,10 +119,7 @@ def test_loading_a_set_compiles_nothing():
     """Loading the sets builds no kernel, so it needs no GPU and no NVRTC."""
     before = compile_nvrtc.cache_info()
     folders = [f for f in sorted(ABLATIONS_DIR.iterdir()) if SET_FOLDER.fullmatch(f.name)]
-    loaded = ()
-    for folder in folders:
-        loaded += (load_ablation(folder, list(LADDER.values()), loaded),)
-    assert [a.name for a in loaded] == [a.name for a in ABLATIONS]
+    assert [a.name for a in load_ablations(folders, list(LADDER.values()))] == [a.name for a in ABLATIONS]
     assert compile_nvrtc.cache_info() == before
 
 

@@ -96,16 +96,20 @@ def load_ablation(folder: Path, ladder: list[Chapter], earlier: tuple[Ablation, 
     )
 
 
+def load_ablations(folders: list[Path], ladder: list[Chapter]) -> tuple[Ablation, ...]:
+    """The sets of the folders, in their order, each free to borrow the variants of the sets before it."""
+    loaded: tuple[Ablation, ...] = ()
+    for folder in folders:
+        loaded += (load_ablation(folder, ladder, loaded),)
+    return loaded
+
+
 @functools.cache
 def _ablations() -> tuple[Ablation, ...]:
     """Every set, loaded once: each loader's kernel keeps its compiled instances for the whole process."""
     from kernels.chapters import chapters
 
-    ladder = chapters()
-    loaded: tuple[Ablation, ...] = ()
-    for folder in set_folders():
-        loaded += (load_ablation(folder, ladder, loaded),)
-    return loaded
+    return load_ablations(set_folders(), chapters())
 
 
 def ablations() -> list[Ablation]:
