@@ -15,12 +15,12 @@ from kernels.build import ALL_INSTANCES, compile_nvrtc, nvrtc_version
 from kernels.launch import DECODE_INSTANCES
 from kernels.tools.ablations import (
     ABLATIONS_DIR,
-    SET_FOLDER,
     ablations,
     find_ablation,
     is_variant,
     load_ablation,
     load_ablations,
+    set_folders,
 )
 from kernels.tools.loop_anatomy import (
     PRODUCTS_PER_TILE,
@@ -118,8 +118,7 @@ def test_a_number_naming_several_sets_none_the_chapters_own_is_a_clear_error(mon
 def test_loading_a_set_compiles_nothing():
     """Loading the sets builds no kernel, so it needs no GPU and no NVRTC."""
     before = compile_nvrtc.cache_info()
-    folders = [f for f in sorted(ABLATIONS_DIR.iterdir()) if SET_FOLDER.fullmatch(f.name)]
-    assert [a.name for a in load_ablations(folders, list(LADDER.values()))] == [a.name for a in ABLATIONS]
+    assert [a.name for a in load_ablations(set_folders(), list(LADDER.values()))] == [a.name for a in ABLATIONS]
     assert compile_nvrtc.cache_info() == before
 
 
