@@ -678,3 +678,19 @@ def test_a_packed_exp2_is_two_exponentials_on_hopper(tmp_path):
         ops = Counter(opcodes(disassemble(cubin)[cubin.lowered_names[instance]]).elements())
         assert ops[f"MUFU.EX2.{half}"] == 2 and sum(n for op, n in ops.items() if op.startswith("MUFU")) == 2, ops
         assert ops["PRMT"] == 1, ops
+
+
+@pytest.mark.parametrize("instance", [*ALL_INSTANCES, *DECODE_INSTANCES.values()])
+def test_kernel22_is_kernel21_but_for_the_producers_thread(instance):
+    """Chapter 22 moves the producer's copying thread from the block's thread 256 (warp 8) to 288 (warp 9). In every
+    flash_attention instance's SASS that is the one instruction that differs from kernel 21's, the comparison's
+    constant; the consumers' code and the decode kernel are kernel 21's, instruction for instruction."""
+    before, after = sass_lines(by_number[21], instance), sass_lines(by_number[22], instance)
+    assert len(before) == len(after)
+    changed = [(old, new) for old, new in zip(before, after, strict=True) if old != new]
+    if instance in DECODE_INSTANCES.values():
+        assert changed == []
+    else:
+        [(old, new)] = changed
+        assert re.match(r"ISETP\.NE\.AND P\d, PT, R\d+, 0x100, PT", old), old
+        assert new.split("/*")[0] == old.split("/*")[0].replace("0x100", "0x120")
