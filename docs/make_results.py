@@ -154,6 +154,8 @@ RUN_TITLES = {
     "fa4_k22.json": "FlashAttention-4 beside chapters 21 and 22, with each one's SM clock and power (four shapes)",
     "prefill_k21_k22.json": "Chapters 21 and 22 at the headline shape, full and causal",
     "decode_k22.json": "Decoding: chapters 21 and 22 at the decode shapes",
+    "fa4_k23.json": "FlashAttention-4 beside chapters 21, 22 and 23, with each one's SM clock and power (four shapes)",
+    "decode_k23.json": "Decoding: chapters 21, 22 and 23 at the decode shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -191,6 +193,8 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 21`)",
     "sanitizer_k22.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 22, with a decode shape "
     "(`scripts/sanitize.py 22`)",
+    "sanitizer_k23.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 23, with a decode shape "
+    "(`scripts/sanitize.py 23`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`

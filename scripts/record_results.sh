@@ -106,6 +106,16 @@ record() {
     decode_k22.json) python runner.py decode --kernels 21,22 --rounds 5 --json results/decode_k22.json ;;
     timeline_k21_k22.json) # each consumer warp's phases in chapters 21 and 22: where the producer's warp is
         python runner.py timeline 21 22 --json results/timeline_k21_k22.json >results/timeline_k21_k22.txt ;;
+    fa4_k23.json) # FlashAttention-4 beside chapters 21, 22 and 23 at the four shapes, with each one's SM clock and power
+        python runner.py --kernels 21,22,23 --rounds 5 --clocks --json "$TMP/k23_headline.json"
+        python runner.py --kernels 21,22,23 --rounds 5 --clocks --causal --json "$TMP/k23_causal.json"
+        python runner.py --kernels 21,22,23 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k23_1024.json"
+        python runner.py --kernels 21,22,23 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k23_16384.json"
+        merge results/fa4_k23.json "$TMP"/k23_{headline,causal,1024,16384}.json
+        ;;
+    decode_k23.json) python runner.py decode --kernels 21,22,23 --rounds 5 --json results/decode_k23.json ;;
+    timeline_k22_k23.json) # each consumer warp's phases in chapters 22 and 23: the wait at the loop's top
+        python runner.py timeline 22 23 --json results/timeline_k22_k23.json >results/timeline_k22_k23.txt ;;
     prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
         python runner.py --kernels 16,19,20 --rounds 15 --json "$TMP/prefill_full.json"
         python runner.py --kernels 16,19,20 --rounds 15 --causal --json "$TMP/prefill_causal.json"
@@ -266,6 +276,7 @@ record() {
     sanitizer_k20.txt) sanitize 20 >results/sanitizer_k20.txt ;;
     sanitizer_k21.txt) sanitize 21 >results/sanitizer_k21.txt ;;
     sanitizer_k22.txt) sanitize 22 >results/sanitizer_k22.txt ;;
+    sanitizer_k23.txt) sanitize 23 >results/sanitizer_k23.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"
@@ -294,6 +305,8 @@ record() {
         python -m examples.qwen3_generation --chapter 21 --json results/qwen3_generation_k21.json ;;
     qwen3_generation_k22.json) # the generation on chapter 22, the op's chapter
         python -m examples.qwen3_generation --chapter 22 --json results/qwen3_generation_k22.json ;;
+    qwen3_generation_k23.json) # the generation on chapter 23, the op's chapter
+        python -m examples.qwen3_generation --chapter 23 --json results/qwen3_generation_k23.json ;;
     loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
         python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors >results/loop_anatomy_ch19_trims.txt ;;
     loop_anatomy_ch21_softmax_first.txt) # kernel 21's tile loop beside its variants with the whole softmax under P V (no GPU needed)

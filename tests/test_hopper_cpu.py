@@ -15,6 +15,7 @@ from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.launch import DECODE_INSTANCES, DECODE_MIN_SPLIT_TILES, AttentionKernel, decode_split_count
 from kernels.tma import TensorMapError, tensor_map
 from kernels.tma import _encoded as encoded_maps
+from kernels.tools.loop_anatomy import event_order, steady_lines
 from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
 from kernels.tools.sass import disassemble, opcodes, resource_usage
@@ -694,3 +695,23 @@ def test_kernel22_is_kernel21_but_for_the_producers_thread(instance):
         [(old, new)] = changed
         assert re.match(r"ISETP\.NE\.AND P\d, PT, R\d+, 0x100, PT", old), old
         assert new.split("/*")[0] == old.split("/*")[0].replace("0x100", "0x120")
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_kernel23_has_nothing_to_wait_for_at_the_loops_top(instance):
+    """Kernel 22's steady path starts with two mbarrier waits, K's and the last V's, before any HGMMA. Kernel 23's
+    starts with S's eight HGMMA: V's wait comes between S's and P V's, and the next K's barrier is looked at once
+    (mbarrier.test_wait, a SYNCS.PHASECHK without TRYWAIT) after the tile's first exponential; K's own wait is off
+    the steady path, taken only where that look found the tile not yet landed. The decode kernel is kernel 22's."""
+    orders = {n: event_order(steady_lines(wgmma_loop_lines(sass_text(by_number[n], instance), 16))) for n in (22, 23)}
+    assert orders[22].startswith("mbarrier wait×2 → HGMMA×16 → wait(≤1)"), orders[22]
+    assert orders[23].startswith("HGMMA×8 → mbarrier wait → HGMMA×8 → wait(≤1)"), orders[23]
+    assert orders[23].count("mbarrier test") == 1 and "mbarrier test" not in orders[22]
+    assert orders[23].index("MUFU.EX2") < orders[23].index("mbarrier test")
+
+
+@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
+def test_kernel23_decodes_with_kernel22s_decode_kernel(instance):
+    """Chapter 23 changes the prefill kernel's tile loop alone: its decode_attention is kernel 22's, instruction for
+    instruction."""
+    assert sass_lines(by_number[23], instance) == sass_lines(by_number[22], instance)
