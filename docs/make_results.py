@@ -151,9 +151,6 @@ RUN_TITLES = {
     "prefill_k16_k21.json": "Chapters 16, 20 and 21 at the headline shape, full and causal",
     "fa4_k21.json": "FlashAttention-4 beside chapters 16, 20 and 21, with each one's SM clock and power (four shapes)",
     "decode_k21.json": "Decoding: chapters 16, 20 and 21 at the decode shapes",
-    "fa4_k22.json": "FlashAttention-4 beside chapters 21 and 22, with each one's SM clock and power (four shapes)",
-    "prefill_k21_k22.json": "Chapters 21 and 22 at the headline shape, full and causal",
-    "decode_k22.json": "Decoding: chapters 21 and 22 at the decode shapes",
     "fa4_k23.json": "FlashAttention-4 beside chapters 21, 22 and 23, with each one's SM clock and power (four shapes)",
     "decode_k23.json": "Decoding: chapters 21, 22 and 23 at the decode shapes",
 }

@@ -91,21 +91,6 @@ record() {
         merge results/prefill_k16_k21.json "$TMP"/prefill_k21_{full,causal}.json
         ;;
     decode_k21.json) python runner.py decode --kernels 16,20,21 --rounds 5 --json results/decode_k21.json ;;
-    fa4_k22.json) # FlashAttention-4 beside chapters 21 and 22 at the four shapes, with each one's SM clock and power
-        python runner.py --kernels 21,22 --rounds 5 --clocks --json "$TMP/k22_headline.json"
-        python runner.py --kernels 21,22 --rounds 5 --clocks --causal --json "$TMP/k22_causal.json"
-        python runner.py --kernels 21,22 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k22_1024.json"
-        python runner.py --kernels 21,22 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k22_16384.json"
-        merge results/fa4_k22.json "$TMP"/k22_{headline,causal,1024,16384}.json
-        ;;
-    prefill_k21_k22.json) # chapters 21 and 22 at the headline shape, full and causal, in long runs
-        python runner.py --kernels 21,22 --rounds 15 --json "$TMP/prefill_k22_full.json"
-        python runner.py --kernels 21,22 --rounds 15 --causal --json "$TMP/prefill_k22_causal.json"
-        merge results/prefill_k21_k22.json "$TMP"/prefill_k22_{full,causal}.json
-        ;;
-    decode_k22.json) python runner.py decode --kernels 21,22 --rounds 5 --json results/decode_k22.json ;;
-    timeline_k21_k22.json) # each consumer warp's phases in chapters 21 and 22: where the producer's warp is
-        python runner.py timeline 21 22 --json results/timeline_k21_k22.json >results/timeline_k21_k22.txt ;;
     fa4_k23.json) # FlashAttention-4 beside chapters 21, 22 and 23 at the four shapes, with each one's SM clock and power
         python runner.py --kernels 21,22,23 --rounds 5 --clocks --json "$TMP/k23_headline.json"
         python runner.py --kernels 21,22,23 --rounds 5 --clocks --causal --json "$TMP/k23_causal.json"
@@ -114,8 +99,8 @@ record() {
         merge results/fa4_k23.json "$TMP"/k23_{headline,causal,1024,16384}.json
         ;;
     decode_k23.json) python runner.py decode --kernels 21,22,23 --rounds 5 --json results/decode_k23.json ;;
-    timeline_k22_k23.json) # each consumer warp's phases in chapters 22 and 23: the wait at the loop's top
-        python runner.py timeline 22 23 --json results/timeline_k22_k23.json >results/timeline_k22_k23.txt ;;
+    timeline_k21_k23.json) # each consumer warp's phases in chapters 21, 22 and 23: the producer's warp, the loop's top
+        python runner.py timeline 21 22 23 --json results/timeline_k21_k23.json >results/timeline_k21_k23.txt ;;
     prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
         python runner.py --kernels 16,19,20 --rounds 15 --json "$TMP/prefill_full.json"
         python runner.py --kernels 16,19,20 --rounds 15 --causal --json "$TMP/prefill_causal.json"
@@ -303,8 +288,6 @@ record() {
     qwen3_generation.json) python -m examples.qwen3_generation --json results/qwen3_generation.json ;;
     qwen3_generation_k21.json) # the generation on chapter 21, the op's chapter
         python -m examples.qwen3_generation --chapter 21 --json results/qwen3_generation_k21.json ;;
-    qwen3_generation_k22.json) # the generation on chapter 22, the op's chapter
-        python -m examples.qwen3_generation --chapter 22 --json results/qwen3_generation_k22.json ;;
     qwen3_generation_k23.json) # the generation on chapter 23, the op's chapter
         python -m examples.qwen3_generation --chapter 23 --json results/qwen3_generation_k23.json ;;
     loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
