@@ -244,16 +244,6 @@ __device__ void mbarrier_arrive(unsigned long long* barrier) {
 // Wait until the phase of the given parity has completed. What its copies wrote is then visible to this
 // thread and to the wgmmas it issues: the TMA writes through the async proxy that wgmma reads through, so
 // no proxy fence is needed.
-// Whether the phase of the given parity has completed, asked once, without waiting.
-__device__ bool mbarrier_test(unsigned long long* barrier, int parity) {
-    unsigned done;
-    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done)
-                 : "r"((unsigned)__cvta_generic_to_shared(barrier)), "r"(parity)
-                 : "memory");
-    return done;
-}
-
 __device__ void mbarrier_wait(unsigned long long* barrier, int parity) {
     unsigned done = 0;
     while (!done) {
@@ -262,6 +252,16 @@ __device__ void mbarrier_wait(unsigned long long* barrier, int parity) {
                      : "r"((unsigned)__cvta_generic_to_shared(barrier)), "r"(parity)
                      : "memory");
     }
+}
+
+// Whether the phase of the given parity has completed, asked once, without waiting.
+__device__ bool mbarrier_test(unsigned long long* barrier, int parity) {
+    unsigned done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"((unsigned)__cvta_generic_to_shared(barrier)), "r"(parity)
+                 : "memory");
+    return done;
 }
 
 // One TMA copy: the box at (col, head, row, batch) of the tensor into shared memory, its bytes counted on
