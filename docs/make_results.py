@@ -151,8 +151,8 @@ RUN_TITLES = {
     "prefill_k16_k21.json": "Chapters 16, 20 and 21 at the headline shape, full and causal",
     "fa4_k21.json": "FlashAttention-4 beside chapters 16, 20 and 21, with each one's SM clock and power (four shapes)",
     "decode_k21.json": "Decoding: chapters 16, 20 and 21 at the decode shapes",
-    "fa4_k23.json": "FlashAttention-4 beside chapters 21, 22 and 23, with each one's SM clock and power (four shapes)",
-    "decode_k23.json": "Decoding: chapters 21, 22 and 23 at the decode shapes",
+    "fa4_k24.json": "FlashAttention-4 beside chapters 21 to 24, with each one's SM clock and power (four shapes)",
+    "decode_k24.json": "Decoding: chapters 21 to 24 at the decode shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -192,6 +192,8 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 22`)",
     "sanitizer_k23.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 23, with a decode shape "
     "(`scripts/sanitize.py 23`)",
+    "sanitizer_k24.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 24, with a decode shape "
+    "(`scripts/sanitize.py 24`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`

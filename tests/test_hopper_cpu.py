@@ -1,5 +1,6 @@
 """The Hopper chapters (9 on) as built, without a GPU: each one's idea in its SASS, and the tensor maps TMA reads."""
 
+import difflib
 import itertools
 import re
 import shutil
@@ -715,3 +716,32 @@ def test_kernel23_decodes_with_kernel22s_decode_kernel(instance):
     """Chapter 23 changes the prefill kernel's tile loop alone: its decode_attention is kernel 22's, instruction for
     instruction."""
     assert sass_lines(by_number[23], instance) == sass_lines(by_number[22], instance)
+
+
+def instructions(chapter, instance: str) -> list[str]:
+    """An instance's instructions alone, branch targets blanked and NOP padding left out: code that only moved
+    compares equal."""
+    lines = [line.split(";")[0].split("/*")[0].strip() for line in sass_lines(chapter, instance)]
+    target = re.compile(r"\b(BRA|CALL\.REL\.NOINC|BSSY B\d+,) 0x[0-9a-f]+$")
+    return [target.sub(r"\1 @", line) for line in lines if line and line != "NOP"]
+
+
+@pytest.mark.parametrize("instance", [*ALL_INSTANCES, *DECODE_INSTANCES.values()])
+def test_kernel24_sleeps_in_the_producers_waits_alone(instance):
+    """With its suspend-time hint, the producer's wait sleeps after a failed try (NANOSLEEP.SYNCS for SLEEP_NS) and
+    looks once more, where kernel 23's yields and tries again at once. In every flash_attention instance those are
+    the only instructions that differ: the YIELD of three retry loops, the producer's waits for a free Q buffer, K
+    stage and V stage, becomes a sleep and a look (a SYNCS.PHASECHK without TRYWAIT); the consumers' waits still
+    yield and retry. The decode kernel, which has no producer, is kernel 23's."""
+    before, after = instructions(by_number[23], instance), instructions(by_number[24], instance)
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    removed = [line for op, i, j, _, _ in matcher.get_opcodes() if op != "equal" for line in before[i:j]]
+    added = [line for op, _, _, i, j in matcher.get_opcodes() if op != "equal" for line in after[i:j]]
+    if instance in DECODE_INSTANCES.values():
+        assert removed == added == []
+        return
+    sleep = source_constant(by_number[24], "SLEEP_NS")
+    assert removed == ["YIELD"] * 3, removed
+    assert len(added) == 6 and added[::2] == [f"@!P0 NANOSLEEP.SYNCS {sleep:#x}"] * 3, added
+    assert all(re.fullmatch(r"@!P0 SYNCS\.PHASECHK\.TRANS64 P0, \[R\d+\+URZ\], R\d+", look) for look in added[1::2])
+    assert sum(line == "YIELD" for line in after) > 0  # the consumers' waits
