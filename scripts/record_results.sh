@@ -224,6 +224,10 @@ record() {
         python runner.py profile 20 fa4 --batch 4 --seq-len 16384 --json results/profile_k20_fa4_16384.json \
             >results/profile_k20_fa4_16384.txt
         ;;
+    profile_k23_k24_fa4_16384.json) # chapters 23 and 24 beside FlashAttention-4 at 16,384 keys: the producer's waits
+        python runner.py profile 23 24 fa4 --batch 4 --seq-len 16384 --json results/profile_k23_k24_fa4_16384.json \
+            >results/profile_k23_k24_fa4_16384.txt
+        ;;
     profile_k20_k21_16384.json) # chapters 20 and 21 at 16,384 keys, one launch each: the maxima under P V
         python runner.py profile 20 21 --batch 4 --seq-len 16384 --json results/profile_k20_k21_16384.json \
             >results/profile_k20_k21_16384.txt
