@@ -680,8 +680,8 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     to_p_frag();
 
     // Iteration `tile` issues S = Q K^T of this tile and, behind it, O += P V of the tile before. It waits
-    bool k_landed = false;  // whether this tile's K had landed when the tile before asked
     // for S alone and runs the softmax while P V is on the tensor cores, then rescales O once P V is done.
+    bool k_landed = false;  // whether this tile's K had landed when the tile before asked
     for (int tile = 1; tile < n_tiles; ++tile) {
         const unsigned count = kv_count + tile, stage = count % STAGES, last_stage = (count - 1) % STAGES;
         if (!k_landed) mbarrier_wait(&k_filled[stage], count / STAGES % 2);
