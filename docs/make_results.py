@@ -151,8 +151,8 @@ RUN_TITLES = {
     "prefill_k16_k21.json": "Chapters 16, 20 and 21 at the headline shape, full and causal",
     "fa4_k21.json": "FlashAttention-4 beside chapters 16, 20 and 21, with each one's SM clock and power (four shapes)",
     "decode_k21.json": "Decoding: chapters 16, 20 and 21 at the decode shapes",
-    "fa4_k24.json": "FlashAttention-4 beside chapters 21 to 24, with each one's SM clock and power (four shapes)",
-    "decode_k24.json": "Decoding: chapters 21 to 24 at the decode shapes",
+    "fa4_k26.json": "FlashAttention-4 beside chapters 21 to 26, with each one's SM clock and power (four shapes)",
+    "decode_k26.json": "Decoding: chapters 21 to 26 at the decode shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -169,6 +169,8 @@ TEXT_FILES = {
     "it, piece by piece, in their SASS (`python -m kernels.tools.loop_anatomy 21 k21_ping_pong k21_peeked ...`)",
     "loop_anatomy_k20_k21.txt": "one tile of the tile loops of chapters 20 and 21, in their SASS "
     "(`python -m kernels.tools.loop_anatomy 20 21`)",
+    "loop_anatomy_k22_k26.txt": "one tile of the tile loops of chapters 22 to 26, in their SASS "
+    "(`python -m kernels.tools.loop_anatomy 22 23 24 25 26`)",
     "loop_anatomy_nvrtc_13_4.txt": "one tile of the tile loops of chapters 16 and 20 built by NVRTC 13.4, in SASS "
     "(`python -m kernels.tools.loop_anatomy 16 20` with NVRTC 13.4 loaded)",
     "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9, one `runner.py profile` per chapter, as text",
@@ -194,6 +196,10 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 23`)",
     "sanitizer_k24.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 24, with a decode shape "
     "(`scripts/sanitize.py 24`)",
+    "sanitizer_k25.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 25, with a decode shape "
+    "(`scripts/sanitize.py 25`)",
+    "sanitizer_k26.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 26, with a decode shape "
+    "(`scripts/sanitize.py 26`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`

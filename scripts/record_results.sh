@@ -91,16 +91,16 @@ record() {
         merge results/prefill_k16_k21.json "$TMP"/prefill_k21_{full,causal}.json
         ;;
     decode_k21.json) python runner.py decode --kernels 16,20,21 --rounds 5 --json results/decode_k21.json ;;
-    fa4_k24.json) # FlashAttention-4 beside chapters 21 to 24 at the four shapes, with each one's SM clock and power
-        python runner.py --kernels 21,22,23,24 --rounds 5 --clocks --json "$TMP/k24_headline.json"
-        python runner.py --kernels 21,22,23,24 --rounds 5 --clocks --causal --json "$TMP/k24_causal.json"
-        python runner.py --kernels 21,22,23,24 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k24_1024.json"
-        python runner.py --kernels 21,22,23,24 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k24_16384.json"
-        merge results/fa4_k24.json "$TMP"/k24_{headline,causal,1024,16384}.json
+    fa4_k26.json) # FlashAttention-4 beside chapters 21 to 26 at the four shapes, with each one's SM clock and power
+        python runner.py --kernels 21,22,23,24,25,26 --rounds 5 --clocks --json "$TMP/k26_headline.json"
+        python runner.py --kernels 21,22,23,24,25,26 --rounds 5 --clocks --causal --json "$TMP/k26_causal.json"
+        python runner.py --kernels 21,22,23,24,25,26 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k26_1024.json"
+        python runner.py --kernels 21,22,23,24,25,26 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k26_16384.json"
+        merge results/fa4_k26.json "$TMP"/k26_{headline,causal,1024,16384}.json
         ;;
-    decode_k24.json) python runner.py decode --kernels 21,22,23,24 --rounds 5 --json results/decode_k24.json ;;
-    timeline_k21_k24.json) # each consumer warp's phases in chapters 21 to 24: the producer's warp and waits, the loop's top
-        python runner.py timeline 21 22 23 24 --json results/timeline_k21_k24.json >results/timeline_k21_k24.txt ;;
+    decode_k26.json) python runner.py decode --kernels 21,22,23,24,25,26 --rounds 5 --json results/decode_k26.json ;;
+    timeline_k21_k26.json) # each consumer warp's phases in chapters 21 to 26: the producer, the loop's top, the turns
+        python runner.py timeline 21 22 23 24 25 26 --json results/timeline_k21_k26.json >results/timeline_k21_k26.txt ;;
     prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
         python runner.py --kernels 16,19,20 --rounds 15 --json "$TMP/prefill_full.json"
         python runner.py --kernels 16,19,20 --rounds 15 --causal --json "$TMP/prefill_causal.json"
@@ -267,6 +267,8 @@ record() {
     sanitizer_k22.txt) sanitize 22 >results/sanitizer_k22.txt ;;
     sanitizer_k23.txt) sanitize 23 >results/sanitizer_k23.txt ;;
     sanitizer_k24.txt) sanitize 24 >results/sanitizer_k24.txt ;;
+    sanitizer_k25.txt) sanitize 25 >results/sanitizer_k25.txt ;;
+    sanitizer_k26.txt) sanitize 26 >results/sanitizer_k26.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"
@@ -293,8 +295,10 @@ record() {
     qwen3_generation.json) python -m examples.qwen3_generation --json results/qwen3_generation.json ;;
     qwen3_generation_k21.json) # the generation on chapter 21, the op's chapter
         python -m examples.qwen3_generation --chapter 21 --json results/qwen3_generation_k21.json ;;
-    qwen3_generation_k24.json) # the generation on chapter 24, the op's chapter
-        python -m examples.qwen3_generation --chapter 24 --json results/qwen3_generation_k24.json ;;
+    qwen3_generation_k26.json) # the generation on chapter 26, the op's chapter
+        python -m examples.qwen3_generation --chapter 26 --json results/qwen3_generation_k26.json ;;
+    loop_anatomy_k22_k26.txt) # the tile loops of chapters 22 to 26, instruction by instruction (no GPU needed)
+        python -m kernels.tools.loop_anatomy 22 23 24 25 26 >results/loop_anatomy_k22_k26.txt ;;
     loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
         python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors >results/loop_anatomy_ch19_trims.txt ;;
     loop_anatomy_ch21_softmax_first.txt) # kernel 21's tile loop beside its variants with the whole softmax under P V (no GPU needed)

@@ -16,7 +16,7 @@ from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.launch import DECODE_INSTANCES, DECODE_MIN_SPLIT_TILES, AttentionKernel, decode_split_count
 from kernels.tma import TensorMapError, tensor_map
 from kernels.tma import _encoded as encoded_maps
-from kernels.tools.loop_anatomy import event_order, steady_lines
+from kernels.tools.loop_anatomy import UNIFORM, event_order, steady_lines, tile_counts
 from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
 from kernels.tools.sass import disassemble, opcodes, resource_usage
@@ -745,3 +745,40 @@ def test_kernel24_sleeps_in_the_producers_waits_alone(instance):
     assert len(added) == 6 and added[::2] == [f"@!P0 NANOSLEEP.SYNCS {sleep:#x}"] * 3, added
     assert all(re.fullmatch(r"@!P0 SYNCS\.PHASECHK\.TRANS64 P0, \[R\d+\+URZ\], R\d+", look) for look in added[1::2])
     assert sum(line == "YIELD" for line in after) > 0  # the consumers' waits
+
+
+def steady_tile(number: int, instance: str) -> list[str]:
+    """A Hopper chapter's steady tile path: its tile loop less the blocks that a branch skips in most tiles."""
+    return steady_lines(wgmma_loop_lines(sass_text(by_number[number], instance), 16))
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_kernel25_shortens_the_steady_path_in_its_additions(instance):
+    """Kernel 25's row sums start each chain at its first term, 16 FADD fewer a tile (64 where kernel 24 has 80),
+    and its descriptors' offsets are 32-bit additions: fewer uniform instructions. Its exponentials are kernel 24's,
+    and so is the order of its products, waits and barrier arrivals, among which ptxas spreads them."""
+    before, after = (tile_counts(steady_tile(n, instance)) for n in (24, 25))
+    assert before["FADD"] == 80 and after["FADD"] == 64
+    assert after[UNIFORM] < before[UNIFORM] and after["total"] <= before["total"] - 16 - 4
+    assert after["MUFU.EX2 (exp2)"] == before["MUFU.EX2 (exp2)"] == 66
+    waits_and_products = [
+        [event for event in event_order(steady_tile(n, instance)).split(" → ") if not event.startswith("MUFU")]
+        for n in (24, 25)
+    ]
+    assert waits_and_products[0] == waits_and_products[1]
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_kernel26_issues_its_products_in_its_turn(instance):
+    """Kernel 26's steady path waits for its turn (BAR.SYNC) before S's eight HGMMA, and passes it (BAR.ARV) once
+    P V's eight are issued, before it waits for S: FlashAttention-4's order. Kernel 25's has no named barrier."""
+    assert "BAR" not in event_order(steady_tile(25, instance))
+    order = event_order(steady_tile(26, instance))
+    assert order.startswith("BAR.SYNC → HGMMA×8 → mbarrier wait → HGMMA×8 → BAR.ARV → wait(≤1)"), order
+
+
+@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
+@pytest.mark.parametrize("number", [25, 26])
+def test_kernels_25_and_26_decode_with_kernel24s_decode_kernel(number, instance):
+    """Chapters 25 and 26 change the prefill kernel's tile alone: their decode_attention is kernel 24's."""
+    assert sass_lines(by_number[number], instance) == sass_lines(by_number[24], instance)
