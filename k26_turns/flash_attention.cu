@@ -517,8 +517,8 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     }
     // The consumers: kernel 14's, once per query tile the producer hands over, until an empty slot.
     setmaxnreg_inc<CONSUMER_REGISTERS>();
-    // Warpgroup 0 has the first turn on the tensor cores; at the end it takes the turn warpgroup 1 passed last,
-    // so both turn barriers end as they began.
+    // Warpgroup 0 has the first turn on the tensor cores: it arrives once at its own turn barrier, in place of a
+    // pass it has not had. At the end it takes the turn warpgroup 1 passed last, so both barriers end as they began.
     if (group_row0 == 0) named_barrier_arrive(TURN, N_WARPS * 32);
     for (int round = 0, kv_count = 0;; ++round) {
         const int buffer = round % 2, turn = round / 2;
