@@ -190,16 +190,8 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 20`)",
     "sanitizer_k21.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 21, with a decode shape "
     "(`scripts/sanitize.py 21`)",
-    "sanitizer_k22.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 22, with a decode shape "
-    "(`scripts/sanitize.py 22`)",
-    "sanitizer_k23.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 23, with a decode shape "
-    "(`scripts/sanitize.py 23`)",
-    "sanitizer_k24.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 24, with a decode shape "
-    "(`scripts/sanitize.py 24`)",
-    "sanitizer_k25.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 25, with a decode shape "
-    "(`scripts/sanitize.py 25`)",
-    "sanitizer_k26.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 26, with a decode shape "
-    "(`scripts/sanitize.py 26`)",
+    "sanitizer_k22_k26.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 22 to 26, with a "
+    "decode shape (`scripts/sanitize.py 22 23 24 25 26`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`

@@ -264,11 +264,7 @@ record() {
     sanitizer_k19.txt) sanitize 19 >results/sanitizer_k19.txt ;;
     sanitizer_k20.txt) sanitize 20 >results/sanitizer_k20.txt ;;
     sanitizer_k21.txt) sanitize 21 >results/sanitizer_k21.txt ;;
-    sanitizer_k22.txt) sanitize 22 >results/sanitizer_k22.txt ;;
-    sanitizer_k23.txt) sanitize 23 >results/sanitizer_k23.txt ;;
-    sanitizer_k24.txt) sanitize 24 >results/sanitizer_k24.txt ;;
-    sanitizer_k25.txt) sanitize 25 >results/sanitizer_k25.txt ;;
-    sanitizer_k26.txt) sanitize 26 >results/sanitizer_k26.txt ;;
+    sanitizer_k22_k26.txt) sanitize 22 23 24 25 26 >results/sanitizer_k22_k26.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"
