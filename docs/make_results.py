@@ -584,12 +584,17 @@ def chapter_runs(name: str, results: Path) -> tuple[Path, list[Run], list[str]]:
 
 
 def runs_snippet(name: str, results: Path) -> str:
-    """Every run of results/NAME.json, one row per shape: each chapter's TFLOP/s [min–max], the last chapter's step
-    over the one before it, cuDNN's TFLOP/s, and where the runs have FlashAttention-4, its TFLOP/s and the last
-    chapter's rate over its rate."""
+    """Every run of results/NAME.json, one row per shape: each chapter's TFLOP/s [min–max], the step of the shown
+    chapter over the one before it, cuDNN's TFLOP/s, and where the runs have FlashAttention-4, its TFLOP/s and the
+    shown chapter's rate over its rate. The shown chapter is the last, or chapter NN for NAME-NN (runs-fa4_k26-24)."""
+    name, _, number = name.partition("-")
     path, runs, names = chapter_runs(name, results)
     if len(names) < 2:
         raise MissingResults(f"results/{path.name} holds fewer than two chapters")
+    shown = next((n for n in names if n.startswith(f"k{number}_")), None) if number else names[-1]
+    if shown is None or shown == names[0]:
+        raise MissingResults(f"results/{path.name} holds no chapter {number} after its first")
+    before = names[names.index(shown) - 1]
     # FlashAttention-4's row, where every run has one: its rate, and the last chapter's per-round ratio to it.
     with_fa4 = all(any(row.name == FA4 for row in run.rows) for run in runs)
     lines = []
@@ -600,21 +605,21 @@ def runs_snippet(name: str, results: Path) -> str:
         cells = [
             shape_label(run.shape),
             *(format_spread(by_name[n].tflops_spread, run.rounds) for n in names),
-            step_text(run, names[-1]),
+            step_text(run, shown),
             format_spread(by_name[CUDNN].tflops_spread, run.rounds),
         ]
         if with_fa4:
-            ratio = ratio_spread(by_name[FA4].round_ms, by_name[names[-1]].round_ms)
+            ratio = ratio_spread(by_name[FA4].round_ms, by_name[shown].round_ms)
             cells += [format_spread(by_name[FA4].tflops_spread, run.rounds), format_spread(ratio, run.rounds, 2, "×")]
         lines.append(cells)
     headers = ["batch × seq_len", *(f"{n} TFLOP/s" for n in names), "step", "cuDNN TFLOP/s"]
-    headers += ["FA4 TFLOP/s", f"{names[-1]} ÷ FA4"] if with_fa4 else []
+    headers += ["FA4 TFLOP/s", f"{shown} ÷ FA4"] if with_fa4 else []
     run = runs[0]
-    fa4_words = f", and so is {names[-1]} ÷ FA4 (FlashAttention-4)" if with_fa4 else ""
+    fa4_words = f", and so is {shown} ÷ FA4 (FlashAttention-4)" if with_fa4 else ""
     return (
         f"{markdown(headers, lines)}\n\nHeads {run.shape['heads']}, head_dim {run.shape['head_dim']}, "
         f"{run.shape['dtype']}, on {run.environment.get('device', '?')}: {rounds_words(run)}; the step is "
-        f"{names[-1]} over {names[-2]}, the median of per-round ratios{fa4_words}. From results/{path.name} "
+        f"{shown} over {before}, the median of per-round ratios{fa4_words}. From results/{path.name} "
         f"(`scripts/record_results.sh {path.name}`, which runs each shape in turn)."
     )
 
@@ -706,7 +711,7 @@ SNIPPETS: dict[re.Pattern, Callable[[str, Path], str]] = {
     re.compile(r"decode-(\d\d)"): decode_snippet,
     re.compile(r"ablation-(ch\d\d\w*)"): ablation_snippet,
     re.compile(r"ablation-steps-(ch\d\d\w*)"): ablation_steps_snippet,
-    re.compile(r"runs-(\w+)"): runs_snippet,
+    re.compile(r"runs-(\w+(?:-\d\d)?)"): runs_snippet,
     re.compile(r"clocks-(\w+)"): clocks_snippet,
     re.compile(r"timeline-warps-(\w+)"): timeline_warps_snippet,
     re.compile(r"timeline-(\w+)"): timeline_snippet,
