@@ -443,6 +443,11 @@ def ratio_text(step: Spread) -> str:
     return f"{step.median:.2f}× [{step.low:.2f}–{step.high:.2f}], {verdict(step)}"
 
 
+def chapter_numbered(number: str, names: list[str]) -> str | None:
+    """The chapter NN among a run's row names ("24" finds k24_sleeping_producer), or None."""
+    return next((name for name in names if name.startswith(f"k{number}_")), None)
+
+
 def step_text(run: Run, name: str) -> str:
     """A chapter's step over the previous one with its range and verdict (ratio_text)."""
     step = steps(run).get(name)
@@ -501,7 +506,7 @@ def step_snippet(number: str, results: Path) -> str:
     """Chapter N and the chapter before it, headline and causal: median TFLOP/s [min–max], % of FA2, the step."""
     runs = {"headline": saved_run(results / "headline.json"), "causal": saved_run(results / "causal.json")}
     headline_rows = [row.name for row in runs["headline"].rows if row.kind == "chapter"]
-    name = next((n for n in headline_rows if n.startswith(f"k{number}_")), None)
+    name = chapter_numbered(number, headline_rows)
     if name is None or headline_rows.index(name) == 0:
         raise MissingResults(f"chapter {int(number)} or the one before it is not in results/headline.json")
     names = headline_rows[headline_rows.index(name) - 1 : headline_rows.index(name) + 1]
@@ -535,7 +540,7 @@ def decode_snippet(number: str, results: Path) -> str:
     for path in [results / DECODE_FILE, *sorted(results.glob(DECODE_LATER_FILES))]:
         runs = load_runs(path)
         rows = [row.name for row in runs[0].rows if row.kind == "chapter"]
-        name = next((n for n in rows if n.startswith(f"k{number}_")), None)
+        name = chapter_numbered(number, rows)
         if name is not None and rows.index(name) > 0:
             break
     else:
@@ -591,11 +596,11 @@ def runs_snippet(name: str, results: Path) -> str:
     path, runs, names = chapter_runs(name, results)
     if len(names) < 2:
         raise MissingResults(f"results/{path.name} holds fewer than two chapters")
-    shown = next((n for n in names if n.startswith(f"k{number}_")), None) if number else names[-1]
+    shown = chapter_numbered(number, names) if number else names[-1]
     if shown is None or shown == names[0]:
         raise MissingResults(f"results/{path.name} holds no chapter {number} after its first")
     before = names[names.index(shown) - 1]
-    # FlashAttention-4's row, where every run has one: its rate, and the last chapter's per-round ratio to it.
+    # FlashAttention-4's row, where every run has one: its rate, and the shown chapter's per-round ratio to it.
     with_fa4 = all(any(row.name == FA4 for row in run.rows) for run in runs)
     lines = []
     for run in runs:
