@@ -311,7 +311,9 @@ class AttentionKernel:
     copies move a box of one head (see ``kernels.tma``): ``BLOCK_KV`` rows by ``PLANE`` columns, one plane of
     a tile. ``persistent``: one block per SM works through the query tiles; the batch size is the last argument.
     ``packed_gqa``: a query tile holds the heads of one K/V group at several positions (``packed_tile``), and the
-    Q map's box spans those heads. ``kv_cache``: the kernel takes per-sequence KV lengths, writes the log-sum-exp on
+    Q map's box spans those heads. ``o_tensor_map``: o is a tensor map too, after v's, whose box is one consumer
+    warpgroup's ``GROUP_Q`` rows of one plane (packed, the heads of a group at ``GROUP_Q`` / heads positions when
+    they divide it; the kernel writes o itself otherwise); its pointer still follows the maps. ``kv_cache``: the kernel takes per-sequence KV lengths, writes the log-sum-exp on
     request and splits the keys when the query tiles are too few to fill the GPU (``split_count``), merging the
     splits with its ``combine_splits``; its arguments after o are o_partial, lse, seq_lens_k, and n_splits last.
     ``dynamic_schedule``: the blocks take their work from a counter in global memory (``work_counter``), whose
@@ -333,6 +335,7 @@ class AttentionKernel:
         tensor_maps: bool = False,
         persistent: bool = False,
         packed_gqa: bool = False,
+        o_tensor_map: bool = False,
         kv_cache: bool = False,
         dynamic_schedule: bool = False,
         decode_kernel: bool = False,
@@ -347,6 +350,7 @@ class AttentionKernel:
             "N_THREADS",
             "SMEM_BYTES",
             *(("BLOCK_KV", "PLANE") if tensor_maps else ()),
+            *(("GROUP_Q",) if o_tensor_map else ()),
             *(decode_constants if decode_kernel else ()),
         )
         if missing := [name for name in needed if name not in constants]:
@@ -358,6 +362,7 @@ class AttentionKernel:
         self.tensor_map_box = (constants["BLOCK_KV"], constants["PLANE"]) if tensor_maps else None
         self.persistent = persistent
         self.packed_gqa = packed_gqa
+        self.o_box_rows = constants["GROUP_Q"] if o_tensor_map else None
         self.kv_cache = kv_cache
         self.dynamic_schedule = dynamic_schedule
         self.decode = {name: constants[name] for name in decode_constants} if decode_kernel else None
@@ -435,7 +440,8 @@ class AttentionKernel:
         else:
             from cupy.cuda.function import CPointer
 
-            maps = self._tensor_maps(q, k, v, tile_heads)  # referenced until the launch has copied their bytes
+            o_map = out if self.o_box_rows else None
+            maps = self._tensor_maps(q, k, v, tile_heads, o_map)  # referenced until the launch has copied their bytes
             inputs = [CPointer(encoded.getPtr()) for encoded in maps]  # CuPy passes the bytes pointed to, by value
         lse = q.new_empty((batch, n_heads, seq_len_q), dtype=torch.float32) if return_lse else None
         if n_splits > 1:  # each split's rows and log-sum-exp; -inf marks a split with no key tile for a row
@@ -514,12 +520,19 @@ class AttentionKernel:
         tile_heads = min(n_heads // n_kv_heads, self.block_q) if self.packed_gqa else 1
         return tile_heads, self.block_q // tile_heads
 
-    def _tensor_maps(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tile_heads: int = 1) -> list:
-        """The TMA tensor maps of q, k and v, or a KernelError naming the chapter and what is missing."""
+    def _tensor_maps(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tile_heads: int = 1, out: torch.Tensor | None = None
+    ) -> list:
+        """The TMA tensor maps of q, k and v (and of out, when given), or a KernelError naming the chapter and what is
+        missing."""
         rows, cols = self.tensor_map_box
         try:
             q_map = tensor_map(q, rows // tile_heads, cols, box_heads=tile_heads)
-            return [q_map, *(tensor_map(tensor, rows, cols) for tensor in (k, v))]
+            maps = [q_map, *(tensor_map(tensor, rows, cols) for tensor in (k, v))]
+            if out is not None:  # one warpgroup's rows; a map the kernel leaves unused when they are not one box
+                box_heads = tile_heads if self.o_box_rows % tile_heads == 0 else 1
+                maps.append(tensor_map(out, self.o_box_rows // box_heads, cols, box_heads=box_heads))
+            return maps
         except TensorMapError as error:
             raise KernelError(f"{self.chapter}: {error}") from error
 

@@ -144,6 +144,7 @@ class StampedKernel(AttentionKernel):
             tensor_maps=kernel.tensor_map_box is not None,
             persistent=kernel.persistent,
             packed_gqa=kernel.packed_gqa,
+            o_tensor_map=kernel.o_box_rows is not None,
             kv_cache=kernel.kv_cache,
             dynamic_schedule=kernel.dynamic_schedule,
             decode_kernel=kernel.decode is not None,
