@@ -782,3 +782,23 @@ def test_kernel26_issues_its_products_in_its_turn(instance):
 def test_kernels_25_and_26_decode_with_kernel24s_decode_kernel(number, instance):
     """Chapters 25 and 26 change the prefill kernel's tile alone: their decode_attention is kernel 24's."""
     assert sass_lines(by_number[number], instance) == sass_lines(by_number[24], instance)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_kernel27_stores_o_through_the_tma_with_kernel26s_tile(instance):
+    """Kernel 27 stores each warpgroup's O rows with two TMA stores (one per plane), where kernel 26 has none; its
+    steady tile path counts kernel 26's instructions, with the same products, waits and barriers in the same order."""
+    k26, k27 = (opcodes(sass_text(by_number[n], instance)) for n in (26, 27))
+    assert k26["UTMASTG.4D"] == 0 and k27["UTMASTG.4D"] == 2
+    assert tile_counts(steady_tile(27, instance)) == tile_counts(steady_tile(26, instance))
+    waits_and_products = [  # ptxas may spread the exponentials differently around the waits
+        [event for event in event_order(steady_tile(n, instance)).split(" → ") if not event.startswith("MUFU")]
+        for n in (26, 27)
+    ]
+    assert waits_and_products[0] == waits_and_products[1]
+
+
+@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
+def test_kernel27_decodes_with_kernel26s_decode_kernel(instance):
+    """Chapter 27 changes the prefill kernel's epilogue alone: its decode_attention is kernel 26's."""
+    assert sass_lines(by_number[27], instance) == sass_lines(by_number[26], instance)
