@@ -99,6 +99,14 @@ record() {
         merge results/fa4_k26.json "$TMP"/k26_{headline,causal,1024,16384}.json
         ;;
     decode_k26.json) python runner.py decode --kernels 21,22,23,24,25,26 --rounds 5 --json results/decode_k26.json ;;
+    k26_k27.json) # chapter 27 beside chapter 26 at the four shapes (FlashAttention-4 as a row where installed)
+        python runner.py --kernels 26,27 --rounds 5 --clocks --json "$TMP/k27_headline.json"
+        python runner.py --kernels 26,27 --rounds 5 --clocks --causal --json "$TMP/k27_causal.json"
+        python runner.py --kernels 26,27 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k27_1024.json"
+        python runner.py --kernels 26,27 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k27_16384.json"
+        merge results/k26_k27.json "$TMP"/k27_{headline,causal,1024,16384}.json
+        ;;
+    decode_k27.json) python runner.py decode --kernels 26,27 --rounds 5 --json results/decode_k27.json ;;
     timeline_k21_k26.json) # each consumer warp's phases in chapters 21 to 26: the producer, the loop's top, the turns
         python runner.py timeline 21 22 23 24 25 26 --json results/timeline_k21_k26.json >results/timeline_k21_k26.txt ;;
     prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
@@ -265,6 +273,7 @@ record() {
     sanitizer_k20.txt) sanitize 20 >results/sanitizer_k20.txt ;;
     sanitizer_k21.txt) sanitize 21 >results/sanitizer_k21.txt ;;
     sanitizer_k22_k26.txt) sanitize 22 23 24 25 26 >results/sanitizer_k22_k26.txt ;;
+    sanitizer_k27.txt) sanitize 27 >results/sanitizer_k27.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"
