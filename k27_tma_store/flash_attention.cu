@@ -3,8 +3,8 @@
 //
 // Kernel 26's epilogue stages each warp's O rows in shared memory, then reads them back in 16-byte chunks and
 // writes each with its own global store, its address and its bounds worked out per chunk (a division of the row
-// by the heads of a tile for each). Between a warpgroup's last P V and its next query tile's first S, that is
-// some 300 instructions per warp in which the tensor cores may run dry. Here the O tensor is a tensor map, as
+// by the heads of a tile for each). Between a warpgroup's last P V and its next query tile's first S, every warp
+// issues them while the tensor cores may run dry. Here the O tensor is a tensor map, as
 // FlashAttention-4's Hopper kernel has it: once a warpgroup's 64 rows are staged, one thread asks the TMA to store
 // them, and the copy engine clips the rows past the tensor's end itself.
 // In the diff: o_map, tma_store and the bulk-group helpers, O_STAGED, and the epilogue's store.

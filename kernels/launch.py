@@ -307,15 +307,16 @@ class AttentionKernel:
     ``arch`` names the one architecture a kernel is built for when it uses instructions of that chip alone
     (``"sm_90a"``: Hopper's wgmma); without it the kernel is built for whichever GPU it runs on.
 
-    ``tensor_maps``: the kernel copies with TMA and takes q, k and v as tensor maps, built per call, whose
-    copies move a box of one head (see ``kernels.tma``): ``BLOCK_KV`` rows by ``PLANE`` columns, one plane of
-    a tile. ``persistent``: one block per SM works through the query tiles; the batch size is the last argument.
-    ``packed_gqa``: a query tile holds the heads of one K/V group at several positions (``packed_tile``), and the
-    Q map's box spans those heads. ``o_tensor_map``: o is a tensor map too, after v's, whose box is one consumer
-    warpgroup's ``GROUP_Q`` rows of one plane (packed, the heads of a group at ``GROUP_Q`` / heads positions when
-    they divide it; the kernel writes o itself otherwise); its pointer still follows the maps. ``kv_cache``: the kernel takes per-sequence KV lengths, writes the log-sum-exp on
-    request and splits the keys when the query tiles are too few to fill the GPU (``split_count``), merging the
-    splits with its ``combine_splits``; its arguments after o are o_partial, lse, seq_lens_k, and n_splits last.
+    ``tensor_maps``: the kernel copies with TMA and takes q, k and v as tensor maps, built per call, whose copies move a
+    box of one head (see ``kernels.tma``): ``BLOCK_KV`` rows by ``PLANE`` columns, one plane of a tile. ``persistent``:
+    one block per SM works through the query tiles; the batch size is the last argument. ``packed_gqa``: a query tile
+    holds the heads of one K/V group at several positions (``packed_tile``), and the Q map's box spans those heads.
+    ``o_tensor_map``: o is a tensor map too, after v's, whose box is one consumer warpgroup's ``GROUP_Q`` rows of one
+    plane (packed, the heads of a group at ``GROUP_Q`` / heads positions when they divide it; the kernel writes o itself
+    otherwise); its pointer still follows the maps. ``kv_cache``: the kernel takes per-sequence KV lengths, writes the
+    log-sum-exp on request and splits the keys when the query tiles are too few to fill the GPU (``split_count``),
+    merging the splits with its ``combine_splits``; its arguments after o are o_partial, lse, seq_lens_k, and n_splits
+    last.
     ``dynamic_schedule``: the blocks take their work from a counter in global memory (``work_counter``), whose
     address comes after n_splits. ``decode_kernel``: the ``.cu`` also holds ``decode_attention``, launched instead
     when a query tile holds at most ``DECODE_ROWS`` rows: a grid of (splits, K/V heads, batch) small blocks taking q, k
