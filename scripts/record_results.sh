@@ -106,6 +106,11 @@ record() {
         python runner.py --kernels 26,27 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k27_16384.json"
         merge results/k26_k27.json "$TMP"/k27_{headline,causal,1024,16384}.json
         ;;
+    k26_k27_repeat.json) # chapter 27 beside chapter 26 again at the headline shape, full and causal
+        python runner.py --kernels 26,27 --rounds 5 --clocks --json "$TMP/k27_again_headline.json"
+        python runner.py --kernels 26,27 --rounds 5 --clocks --causal --json "$TMP/k27_again_causal.json"
+        merge results/k26_k27_repeat.json "$TMP"/k27_again_{headline,causal}.json
+        ;;
     decode_k27.json) python runner.py decode --kernels 26,27 --rounds 5 --json results/decode_k27.json ;;
     timeline_k21_k26.json) # each consumer warp's phases in chapters 21 to 26: the producer, the loop's top, the turns
         python runner.py timeline 21 22 23 24 25 26 --json results/timeline_k21_k26.json >results/timeline_k21_k26.txt ;;
@@ -191,6 +196,11 @@ record() {
         python runner.py ablate softmax_first --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/softmax_1024.json"
         python runner.py ablate softmax_first --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/softmax_16384.json"
         merge results/ablation_ch21_softmax_first.json "$TMP"/softmax_{headline,causal,1024,16384}.json
+        ;;
+    ablation_ch26.json) # the whole softmax between the waits on kernel 26, at the headline shape and 16,384 keys
+        python runner.py ablate ch26_softmax_in_turns --rounds 5 --clocks --json "$TMP/turns_headline.json"
+        python runner.py ablate ch26_softmax_in_turns --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/turns_16384.json"
+        merge results/ablation_ch26.json "$TMP"/turns_{headline,16384}.json
         ;;
     ablation_ch20_quiet_producer.json) # mbarrier waits that sleep between tries, at the headline shape and 16,384 keys
         python runner.py ablate quiet_producer --rounds 5 --clocks --json "$TMP/quiet_headline.json"

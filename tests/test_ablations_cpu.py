@@ -73,8 +73,9 @@ def test_there_are_twenty_one_sets_in_chapter_order():
         "ch21_short_tile",
         "ch21_softmax_first",
         "ch21_split_products",
+        "ch26_softmax_in_turns",
     ]
-    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, *[19] * 3, *[20] * 5, *[21] * 7]
+    assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, *[19] * 3, *[20] * 5, *[21] * 7, 26]
 
 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=[a.name for a in ABLATIONS])
@@ -510,6 +511,26 @@ def test_ch21_softmax_first_moves_what_its_grid_says(instance):
         loop = opcodes("\n".join(tile_loop_lines(sass_text(CONTENDERS[name], instance), products=16)))
         assert loop["WARPGROUP.ARRIVE"] == (2 if late else 1), name
         if name == "k21_softmax_first":  # after the wait: P's packing, no softmax arithmetic
+            assert total(after, "F2FP") == 32, name
+            assert not any(total(after, op) for op in ("MUFU", "FMNMX", "FADD", "FMUL", "FFMA")), after
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_ch26_softmax_in_turns_moves_what_its_grid_says(instance):
+    """As on kernel 21, with the turns: all 66 MUFU.EX2 between the waits where the exponentials come first (kernel
+    26 leaves 54 of them after the wait for P V); O's 64 FMUL leave the path after the wait where it is rescaled
+    late; the whole softmax first leaves only P's packing after the wait. Every cell takes and passes its turn."""
+    for name in ("k26_turns", "k26_exponentials_first", "k26_rescale_late", "k26_softmax_first"):
+        between, after = between_the_waits(CONTENDERS[name], instance)
+        first = "exponentials" in name or "softmax" in name
+        late = "late" in name or "softmax" in name
+        assert (total(between, "MUFU.EX2") == 66) == first and total(after, "MUFU.EX2") == 66 - total(
+            between, "MUFU.EX2"
+        ), name
+        assert total(after, "FMUL") == (0 if late else 64), name
+        loop = opcodes("\n".join(tile_loop_lines(sass_text(CONTENDERS[name], instance), products=16)))
+        assert total(loop, "BAR") == 2, name
+        if name == "k26_softmax_first":  # after the wait: P's packing, no softmax arithmetic
             assert total(after, "F2FP") == 32, name
             assert not any(total(after, op) for op in ("MUFU", "FMNMX", "FADD", "FMUL", "FFMA")), after
 

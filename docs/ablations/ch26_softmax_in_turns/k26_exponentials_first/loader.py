@@ -1,0 +1,20 @@
+"""Ablation of chapter 26: kernel 26 with the exponentials between the two waits, O rescaled after them."""
+
+from pathlib import Path
+
+from kernels import AttentionKernel
+
+TITLE = "kernel 26 with the exponentials between the two waits, O rescaled and P packed after the wait for P V"
+
+# The launch shape (BLOCK_Q, N_THREADS, SMEM_BYTES, and the decode kernel's) is the kernel's own: read from its
+# constants.
+KERNEL = AttentionKernel(
+    Path(__file__).with_name("flash_attention.cu"),
+    arch="sm_90a",  # wgmma, TMA and setmaxnreg exist on Hopper alone
+    tensor_maps=True,  # q, k and v as tensor maps; one copy moves one plane of a tile
+    persistent=True,  # one block per SM; the batch size is the last argument
+    packed_gqa=True,  # a Q tile is (positions, heads of one group): its map's box spans heads
+    kv_cache=True,  # per-sequence KV lengths, the log-sum-exp, and splits merged by combine_splits
+    dynamic_schedule=True,  # blocks take work from a counter in global memory: its address is the last argument
+    decode_kernel=True,  # and decode_attention, for query tiles of at most DECODE_ROWS rows
+)
