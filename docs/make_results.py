@@ -458,8 +458,11 @@ def step_text(run: Run, name: str) -> str:
     return ratio_text(step)
 
 
-def rounds_words(run: Run) -> str:
-    """How the numbers of a snippet were summarised."""
+def rounds_words(run: Run, *others: Run) -> str:
+    """How the numbers of a snippet were summarised: its run's rounds, or each run's where they differ."""
+    counts = sorted({r.rounds for r in (run, *others)})
+    if len(counts) > 1:
+        return f"median over each run's rounds, {', '.join(map(str, counts[:-1]))} or {counts[-1]} [min–max]"
     return f"median over {run.rounds} rounds [min–max]" if run.rounds > 1 else "one round, so no spread"
 
 
@@ -623,7 +626,7 @@ def runs_snippet(name: str, results: Path) -> str:
     fa4_words = f", and so is {shown} ÷ FA4 (FlashAttention-4)" if with_fa4 else ""
     return (
         f"{markdown(headers, lines)}\n\nHeads {run.shape['heads']}, head_dim {run.shape['head_dim']}, "
-        f"{run.shape['dtype']}, on {run.environment.get('device', '?')}: {rounds_words(run)}; the step is "
+        f"{run.shape['dtype']}, on {run.environment.get('device', '?')}: {rounds_words(*runs)}; the step is "
         f"{shown} over {before}, the median of per-round ratios{fa4_words}. From results/{path.name} "
         f"(`scripts/record_results.sh {path.name}`, which runs each shape in turn)."
     )

@@ -106,11 +106,15 @@ record() {
         python runner.py --kernels 26,27 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k27_16384.json"
         merge results/k26_k27.json "$TMP"/k27_{headline,causal,1024,16384}.json
         ;;
-    k26_k27_repeat.json) # chapter 27 beside chapter 26 again at the headline shape, full and causal
+    k26_k27_repeat.json) # chapter 27 beside chapter 26 again: the headline shape, full and causal, and 15 rounds at 1,024 keys
         python runner.py --kernels 26,27 --rounds 5 --clocks --json "$TMP/k27_again_headline.json"
         python runner.py --kernels 26,27 --rounds 5 --clocks --causal --json "$TMP/k27_again_causal.json"
-        merge results/k26_k27_repeat.json "$TMP"/k27_again_{headline,causal}.json
+        python runner.py --kernels 26,27 --rounds 15 --clocks --batch 64 --seq-len 1024 --json "$TMP/k27_again_1024.json"
+        merge results/k26_k27_repeat.json "$TMP"/k27_again_{headline,causal,1024}.json
         ;;
+    stalls_k26_k27_16384.json) # where the warps of chapters 26 and 27 wait at 16,384 keys, and what they execute
+        python runner.py stalls 26 27 --batch 4 --seq-len 16384 --json results/stalls_k26_k27_16384.json \
+            >results/stalls_k26_k27_16384.txt ;;
     decode_k27.json) python runner.py decode --kernels 26,27 --rounds 5 --json results/decode_k27.json ;;
     timeline_k21_k26.json) # each consumer warp's phases in chapters 21 to 26: the producer, the loop's top, the turns
         python runner.py timeline 21 22 23 24 25 26 --json results/timeline_k21_k26.json >results/timeline_k21_k26.txt ;;
