@@ -153,6 +153,9 @@ RUN_TITLES = {
     "decode_k21.json": "Decoding: chapters 16, 20 and 21 at the decode shapes",
     "fa4_k26.json": "FlashAttention-4 beside chapters 21 to 26, with each one's SM clock and power (four shapes)",
     "decode_k26.json": "Decoding: chapters 21 to 26 at the decode shapes",
+    "k26_k27.json": "Chapter 27 beside chapter 26 and FlashAttention-4, with each one's SM clock and power",
+    "k26_k27_repeat.json": "Chapter 27 beside chapter 26 again, full and causal, and 64 x 1,024 over 15 rounds",
+    "decode_k27.json": "Decoding: chapters 26 and 27 at the decode shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -171,6 +174,8 @@ TEXT_FILES = {
     "(`python -m kernels.tools.loop_anatomy 20 21`)",
     "loop_anatomy_k22_k26.txt": "one tile of the tile loops of chapters 22 to 26, in their SASS "
     "(`python -m kernels.tools.loop_anatomy 22 23 24 25 26`)",
+    "loop_anatomy_k26_k27.txt": "one tile of the tile loops of chapters 26 and 27, in their SASS "
+    "(`python -m kernels.tools.loop_anatomy 26 27`)",
     "loop_anatomy_nvrtc_13_4.txt": "one tile of the tile loops of chapters 16 and 20 built by NVRTC 13.4, in SASS "
     "(`python -m kernels.tools.loop_anatomy 16 20` with NVRTC 13.4 loaded)",
     "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9, one `runner.py profile` per chapter, as text",
@@ -192,6 +197,8 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 21`)",
     "sanitizer_k22_k26.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapters 22 to 26, with a "
     "decode shape (`scripts/sanitize.py 22 23 24 25 26`)",
+    "sanitizer_k27.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 27, with a decode shape "
+    "(`scripts/sanitize.py 27`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`
