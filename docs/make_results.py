@@ -156,6 +156,8 @@ RUN_TITLES = {
     "k26_k27.json": "Chapter 27 beside chapter 26 and FlashAttention-4, with each one's SM clock and power",
     "k26_k27_repeat.json": "Chapter 27 beside chapter 26 again, full and causal, and 64 x 1,024 over 15 rounds",
     "decode_k27.json": "Decoding: chapters 26 and 27 at the decode shapes",
+    "k27_k28.json": "Chapter 28 beside chapter 27 and FlashAttention-4, with each one's SM clock and power",
+    "decode_k28.json": "Decoding: chapters 27 and 28 at the decode shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -199,6 +201,8 @@ TEXT_FILES = {
     "decode shape (`scripts/sanitize.py 22 23 24 25 26`)",
     "sanitizer_k27.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 27, with a decode shape "
     "(`scripts/sanitize.py 27`)",
+    "sanitizer_k28.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 28, with a decode shape "
+    "(`scripts/sanitize.py 28`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`

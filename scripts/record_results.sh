@@ -116,6 +116,14 @@ record() {
         python runner.py stalls 26 27 --batch 4 --seq-len 16384 --json results/stalls_k26_k27_16384.json \
             >results/stalls_k26_k27_16384.txt ;;
     decode_k27.json) python runner.py decode --kernels 26,27 --rounds 5 --json results/decode_k27.json ;;
+    k27_k28.json) # chapter 28 beside chapter 27 at the four shapes (FlashAttention-4 as a row where installed)
+        python runner.py --kernels 27,28 --rounds 5 --clocks --json "$TMP/k28_headline.json"
+        python runner.py --kernels 27,28 --rounds 5 --clocks --causal --json "$TMP/k28_causal.json"
+        python runner.py --kernels 27,28 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k28_1024.json"
+        python runner.py --kernels 27,28 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k28_16384.json"
+        merge results/k27_k28.json "$TMP"/k28_{headline,causal,1024,16384}.json
+        ;;
+    decode_k28.json) python runner.py decode --kernels 27,28 --rounds 5 --json results/decode_k28.json ;;
     timeline_k21_k26.json) # each consumer warp's phases in chapters 21 to 26: the producer, the loop's top, the turns
         python runner.py timeline 21 22 23 24 25 26 --json results/timeline_k21_k26.json >results/timeline_k21_k26.txt ;;
     prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
@@ -206,6 +214,13 @@ record() {
         python runner.py ablate ch26_softmax_in_turns --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/turns_16384.json"
         merge results/ablation_ch26.json "$TMP"/turns_{headline,16384}.json
         ;;
+    ablation_ch28.json) # kernel 28's work list beside kernel 27's pairs, one unit at a time or interleaved: four shapes
+        python runner.py ablate ch28_single_tiles --rounds 5 --clocks --json "$TMP/items_headline.json"
+        python runner.py ablate ch28_single_tiles --rounds 5 --clocks --causal --json "$TMP/items_causal.json"
+        python runner.py ablate ch28_single_tiles --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/items_1024.json"
+        python runner.py ablate ch28_single_tiles --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/items_16384.json"
+        merge results/ablation_ch28.json "$TMP"/items_{headline,causal,1024,16384}.json
+        ;;
     ablation_ch20_quiet_producer.json) # mbarrier waits that sleep between tries, at the headline shape and 16,384 keys
         python runner.py ablate quiet_producer --rounds 5 --clocks --json "$TMP/quiet_headline.json"
         python runner.py ablate quiet_producer --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/quiet_16384.json"
@@ -288,6 +303,7 @@ record() {
     sanitizer_k21.txt) sanitize 21 >results/sanitizer_k21.txt ;;
     sanitizer_k22_k26.txt) sanitize 22 23 24 25 26 >results/sanitizer_k22_k26.txt ;;
     sanitizer_k27.txt) sanitize 27 >results/sanitizer_k27.txt ;;
+    sanitizer_k28.txt) sanitize 28 >results/sanitizer_k28.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"

@@ -802,3 +802,28 @@ def test_kernel27_stores_o_through_the_tma_with_kernel26s_tile(instance):
 def test_kernel27_decodes_with_kernel26s_decode_kernel(instance):
     """Chapter 27 changes the prefill kernel's epilogue alone: its decode_attention is kernel 26's."""
     assert sass_lines(by_number[27], instance) == sass_lines(by_number[26], instance)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_kernel28_changes_the_work_list_not_the_tile(instance):
+    """Kernel 28 deals single query tiles where kernel 27 deals pairs: the producer's one atomic ask of the counter
+    stays one, and the steady tile path counts kernel 27's instructions (ptxas may spell a register copy as an
+    integer IMAD.MOV or a MOV), with the same products, waits and barriers in the same order."""
+    k27, k28 = (opcodes(sass_text(by_number[n], instance)) for n in (27, 28))
+    assert k27["ATOMG.E.ADD.STRONG.GPU"] == k28["ATOMG.E.ADD.STRONG.GPU"] == 1
+    before, after = (tile_counts(steady_tile(n, instance)) for n in (27, 28))
+    copies = ("integer ALU", "other")
+    assert {kind: n for kind, n in after.items() if kind not in copies} == {
+        kind: n for kind, n in before.items() if kind not in copies
+    }
+    waits_and_products = [
+        [event for event in event_order(steady_tile(n, instance)).split(" → ") if not event.startswith("MUFU")]
+        for n in (27, 28)
+    ]
+    assert waits_and_products[0] == waits_and_products[1]
+
+
+@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
+def test_kernel28_decodes_with_kernel27s_decode_kernel(instance):
+    """Chapter 28 changes the prefill kernel's work list alone: its decode_attention is kernel 27's."""
+    assert sass_lines(by_number[28], instance) == sass_lines(by_number[27], instance)
