@@ -158,6 +158,8 @@ RUN_TITLES = {
     "decode_k27.json": "Decoding: chapters 26 and 27 at the decode shapes",
     "k27_k28.json": "Chapter 28 beside chapter 27 and FlashAttention-4, with each one's SM clock and power",
     "decode_k28.json": "Decoding: chapters 27 and 28 at the decode shapes",
+    "k27_k29_h200.json": "Chapters 27, 28 and 29, causal and at 16,384 keys, with each one's SM clock and power",
+    "decode_k29.json": "Decoding: chapters 28 and 29 at the decode shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -203,6 +205,8 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 27`)",
     "sanitizer_k28.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 28, with a decode shape "
     "(`scripts/sanitize.py 28`)",
+    "sanitizer_k29.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 29, with a decode shape "
+    "(`scripts/sanitize.py 29`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`

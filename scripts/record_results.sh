@@ -124,6 +124,19 @@ record() {
         merge results/k27_k28.json "$TMP"/k28_{headline,causal,1024,16384}.json
         ;;
     decode_k28.json) python runner.py decode --kernels 27,28 --rounds 5 --json results/decode_k28.json ;;
+    k28_k29.json) # chapter 29 beside chapter 28 at the four shapes (FlashAttention-4 as a row where installed)
+        python runner.py --kernels 28,29 --rounds 5 --clocks --json "$TMP/k29_headline.json"
+        python runner.py --kernels 28,29 --rounds 5 --clocks --causal --json "$TMP/k29_causal.json"
+        python runner.py --kernels 28,29 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k29_1024.json"
+        python runner.py --kernels 28,29 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k29_16384.json"
+        merge results/k28_k29.json "$TMP"/k29_{headline,causal,1024,16384}.json
+        ;;
+    decode_k29.json) python runner.py decode --kernels 28,29 --rounds 5 --json results/decode_k29.json ;;
+    k27_k29_h200.json) # chapters 27 to 29 causal and at 16,384 keys, in one run each
+        python runner.py --kernels 27,28,29 --rounds 5 --clocks --causal --json "$TMP/k29_h200_causal.json"
+        python runner.py --kernels 27,28,29 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k29_h200_16384.json"
+        merge results/k27_k29_h200.json "$TMP"/k29_h200_{causal,16384}.json
+        ;;
     timeline_k21_k26.json) # each consumer warp's phases in chapters 21 to 26: the producer, the loop's top, the turns
         python runner.py timeline 21 22 23 24 25 26 --json results/timeline_k21_k26.json >results/timeline_k21_k26.txt ;;
     prefill_k16_k20.json) # chapters 16, 19 and 20 at the headline shape, full and causal: what decoding cost prefill
@@ -304,6 +317,7 @@ record() {
     sanitizer_k22_k26.txt) sanitize 22 23 24 25 26 >results/sanitizer_k22_k26.txt ;;
     sanitizer_k27.txt) sanitize 27 >results/sanitizer_k27.txt ;;
     sanitizer_k28.txt) sanitize 28 >results/sanitizer_k28.txt ;;
+    sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"

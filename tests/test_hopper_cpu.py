@@ -827,3 +827,20 @@ def test_kernel28_changes_the_work_list_not_the_tile(instance):
 def test_kernel28_decodes_with_kernel27s_decode_kernel(instance):
     """Chapter 28 changes the prefill kernel's work list alone: its decode_attention is kernel 27's."""
     assert sass_lines(by_number[28], instance) == sass_lines(by_number[27], instance)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_kernel29_interleaves_units_only_when_causal(instance):
+    """Kernel 29 is kernel 28 where attention is causal, instruction for instruction, and kernel 28 with one unit's
+    tiles at a time (its ablation's k28_one_head) where it is not."""
+    from kernels.tools.ablations import variant_named
+
+    causal = instance.endswith("true>")
+    like = by_number[28] if causal else variant_named("k28_one_head")
+    assert sass_lines(by_number[29], instance) == sass_lines(like, instance)
+
+
+@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
+def test_kernel29_decodes_with_kernel28s_decode_kernel(instance):
+    """Chapter 29 changes the prefill kernel's work list alone: its decode_attention is kernel 28's."""
+    assert sass_lines(by_number[29], instance) == sass_lines(by_number[28], instance)
