@@ -646,11 +646,17 @@ def test_kernel21_runs_the_row_maxima_under_p_v(instance):
     assert total(between, "MUFU.EX2") + total(after, "MUFU.EX2") == 66
 
 
+# Chapters whose idea lies in the prefill kernel alone (21: its softmax; 23, 25, 26: its tile loop; 27: its epilogue;
+# 28, 29: its work list), each with the chapter whose decode_attention it keeps.
+DECODE_KEPT_FROM = {21: 20, 23: 22, 25: 24, 26: 24, 27: 26, 28: 27, 29: 28}
+
+
 @pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
-def test_kernel21_decodes_with_kernel20s_decode_kernel(instance):
-    """Chapter 21 changes the prefill kernel's softmax alone: its decode_attention is kernel 20's, instruction for
-    instruction, so decode calls run at chapter 20's speed."""
-    assert sass_lines(by_number[21], instance) == sass_lines(by_number[20], instance)
+@pytest.mark.parametrize("number", sorted(DECODE_KEPT_FROM))
+def test_a_prefill_idea_keeps_the_decode_kernel_before_it(number, instance):
+    """A chapter that changes the prefill kernel alone has an earlier chapter's decode_attention, instruction for
+    instruction, so decode calls run at that chapter's speed."""
+    assert sass_lines(by_number[number], instance) == sass_lines(by_number[DECODE_KEPT_FROM[number]], instance)
 
 
 PACKED_EXP2 = r"""
@@ -711,13 +717,6 @@ def test_kernel23_has_nothing_to_wait_for_at_the_loops_top(instance):
     assert orders[23].index("MUFU.EX2") < orders[23].index("mbarrier test")
 
 
-@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
-def test_kernel23_decodes_with_kernel22s_decode_kernel(instance):
-    """Chapter 23 changes the prefill kernel's tile loop alone: its decode_attention is kernel 22's, instruction for
-    instruction."""
-    assert sass_lines(by_number[23], instance) == sass_lines(by_number[22], instance)
-
-
 def instructions(chapter, instance: str) -> list[str]:
     """An instance's instructions alone, branch targets blanked and NOP padding left out: code that only moved
     compares equal."""
@@ -752,6 +751,12 @@ def steady_tile(number: int, instance: str) -> list[str]:
     return steady_lines(wgmma_loop_lines(sass_text(by_number[number], instance), 16))
 
 
+def waits_and_products(number: int, instance: str) -> list[str]:
+    """The steady tile path's products, waits and barriers in their order, the exponentials left out: ptxas may
+    spread those differently around the waits."""
+    return [event for event in event_order(steady_tile(number, instance)).split(" → ") if not event.startswith("MUFU")]
+
+
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
 def test_kernel25_shortens_the_steady_path_in_its_additions(instance):
     """Kernel 25's row sums start each chain at its first term, 16 FADD fewer a tile (64 where kernel 24 has 80),
@@ -761,11 +766,7 @@ def test_kernel25_shortens_the_steady_path_in_its_additions(instance):
     assert before["FADD"] == 80 and after["FADD"] == 64
     assert after[UNIFORM] < before[UNIFORM] and after["total"] <= before["total"] - 16 - 4
     assert after["MUFU.EX2 (exp2)"] == before["MUFU.EX2 (exp2)"] == 66
-    waits_and_products = [
-        [event for event in event_order(steady_tile(n, instance)).split(" → ") if not event.startswith("MUFU")]
-        for n in (24, 25)
-    ]
-    assert waits_and_products[0] == waits_and_products[1]
+    assert waits_and_products(25, instance) == waits_and_products(24, instance)
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
@@ -777,13 +778,6 @@ def test_kernel26_issues_its_products_in_its_turn(instance):
     assert order.startswith("BAR.SYNC → HGMMA×8 → mbarrier wait → HGMMA×8 → BAR.ARV → wait(≤1)"), order
 
 
-@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
-@pytest.mark.parametrize("number", [25, 26])
-def test_kernels_25_and_26_decode_with_kernel24s_decode_kernel(number, instance):
-    """Chapters 25 and 26 change the prefill kernel's tile alone: their decode_attention is kernel 24's."""
-    assert sass_lines(by_number[number], instance) == sass_lines(by_number[24], instance)
-
-
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
 def test_kernel27_stores_o_through_the_tma_with_kernel26s_tile(instance):
     """Kernel 27 stores each warpgroup's O rows with two TMA stores (one per plane), where kernel 26 has none; its
@@ -791,17 +785,7 @@ def test_kernel27_stores_o_through_the_tma_with_kernel26s_tile(instance):
     k26, k27 = (opcodes(sass_text(by_number[n], instance)) for n in (26, 27))
     assert k26["UTMASTG.4D"] == 0 and k27["UTMASTG.4D"] == 2
     assert tile_counts(steady_tile(27, instance)) == tile_counts(steady_tile(26, instance))
-    waits_and_products = [  # ptxas may spread the exponentials differently around the waits
-        [event for event in event_order(steady_tile(n, instance)).split(" → ") if not event.startswith("MUFU")]
-        for n in (26, 27)
-    ]
-    assert waits_and_products[0] == waits_and_products[1]
-
-
-@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
-def test_kernel27_decodes_with_kernel26s_decode_kernel(instance):
-    """Chapter 27 changes the prefill kernel's epilogue alone: its decode_attention is kernel 26's."""
-    assert sass_lines(by_number[27], instance) == sass_lines(by_number[26], instance)
+    assert waits_and_products(27, instance) == waits_and_products(26, instance)
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
@@ -816,17 +800,7 @@ def test_kernel28_changes_the_work_list_not_the_tile(instance):
     assert {kind: n for kind, n in after.items() if kind not in copies} == {
         kind: n for kind, n in before.items() if kind not in copies
     }
-    waits_and_products = [
-        [event for event in event_order(steady_tile(n, instance)).split(" → ") if not event.startswith("MUFU")]
-        for n in (27, 28)
-    ]
-    assert waits_and_products[0] == waits_and_products[1]
-
-
-@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
-def test_kernel28_decodes_with_kernel27s_decode_kernel(instance):
-    """Chapter 28 changes the prefill kernel's work list alone: its decode_attention is kernel 27's."""
-    assert sass_lines(by_number[28], instance) == sass_lines(by_number[27], instance)
+    assert waits_and_products(28, instance) == waits_and_products(27, instance)
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
@@ -838,9 +812,3 @@ def test_kernel29_interleaves_units_only_when_causal(instance):
     causal = instance.endswith("true>")
     like = by_number[28] if causal else variant_named("k28_one_head")
     assert sass_lines(by_number[29], instance) == sass_lines(like, instance)
-
-
-@pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
-def test_kernel29_decodes_with_kernel28s_decode_kernel(instance):
-    """Chapter 29 changes the prefill kernel's work list alone: its decode_attention is kernel 28's."""
-    assert sass_lines(by_number[29], instance) == sass_lines(by_number[28], instance)
