@@ -160,6 +160,8 @@ RUN_TITLES = {
     "decode_k28.json": "Decoding: chapters 27 and 28 at the decode shapes",
     "k27_k29_h200.json": "Chapters 27, 28 and 29, causal and at 16,384 keys, with each one's SM clock and power",
     "decode_k29.json": "Decoding: chapters 28 and 29 at the decode shapes",
+    "k28_k29.json": "Chapter 29 beside chapter 28 and FlashAttention-4, with each one's SM clock and power",
+    "k28_k29_repeat.json": "Chapter 29 beside chapter 28 and FlashAttention-4 again, the four shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`

@@ -131,6 +131,13 @@ record() {
         python runner.py --kernels 28,29 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k29_16384.json"
         merge results/k28_k29.json "$TMP"/k29_{headline,causal,1024,16384}.json
         ;;
+    k28_k29_repeat.json) # chapter 29 beside chapter 28 and FlashAttention-4 again, the four shapes in a second run
+        python runner.py --kernels 28,29 --rounds 5 --clocks --json "$TMP/k29_again_headline.json"
+        python runner.py --kernels 28,29 --rounds 5 --clocks --causal --json "$TMP/k29_again_causal.json"
+        python runner.py --kernels 28,29 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k29_again_1024.json"
+        python runner.py --kernels 28,29 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k29_again_16384.json"
+        merge results/k28_k29_repeat.json "$TMP"/k29_again_{headline,causal,1024,16384}.json
+        ;;
     decode_k29.json) python runner.py decode --kernels 28,29 --rounds 5 --json results/decode_k29.json ;;
     k27_k29_h200.json) # chapters 27 to 29 causal and at 16,384 keys, in one run each
         python runner.py --kernels 27,28,29 --rounds 5 --clocks --causal --json "$TMP/k29_h200_causal.json"
