@@ -13,8 +13,8 @@ disagree. A page's snippet lies between `<!-- results:NAME:start -->` and `<!-- 
 before it at the decode shapes of results/decode.json, beside cuDNN; `ablation-ch03` is the grid of
 results/ablation_ch03.json (`runner.py ablate 3 --json ...`); `runs-dynamic_schedule` is every run of
 results/dynamic_schedule.json, one row per shape, its chapters side by side; `clocks-fa4_clocks` the same runs'
-rates at the SM clock each held (`runner.py --clocks`). A snippet whose results are missing is left as it is, with
-a warning.
+rates at the SM clock each held (`runner.py --clocks`); `beside-fa4` a row per file that times chapters beside
+FlashAttention-4 at its four shapes. A snippet whose results are missing is left as it is, with a warning.
 """
 
 from __future__ import annotations
@@ -649,6 +649,51 @@ def runs_snippet(name: str, results: Path) -> str:
     )
 
 
+# The four shapes at which chapters are timed beside FlashAttention-4, as shape_label writes them.
+FA4_SHAPES = ("16 × 4,096", "16 × 4,096, causal", "64 × 1,024", "4 × 16,384")
+
+
+def card(run: Run) -> str:
+    """The GPU a run ran on, short: "H100 80GB HBM3" for "NVIDIA H100 80GB HBM3 (132 SMs)"."""
+    return re.sub(r"^NVIDIA |\s*\(\d+ SMs\)$", "", run.environment.get("device", "?"))
+
+
+def beside_fa4_snippet(_: str, results: Path) -> str:
+    """One row per results file that times chapters beside FlashAttention-4 at the four FA4_SHAPES: its last
+    chapter's rate over FlashAttention-4's at each, the median of per-round ratios [min–max], and the GPU."""
+    found, shapes = [], []
+    for path in sorted(results.glob("*.json")):
+        try:
+            runs = load_runs(path)
+        except ValueError:
+            continue  # not runs: a profile, the ceilings
+        by_shape = {shape_label(run.shape): run for run in runs}
+        if sorted(by_shape) != sorted(FA4_SHAPES) or len(runs) != len(FA4_SHAPES) or runs[0].grid is not None:
+            continue
+        if not all(any(row.name == FA4 for row in run.rows) for run in runs):
+            continue
+        shown = [row.name for row in runs[0].rows if row.kind == "chapter"][-1]
+        cells = []
+        for shape in FA4_SHAPES:
+            run = by_shape[shape]
+            rows = {row.name: row for row in run.rows}
+            cells.append(format_spread(ratio_spread(rows[FA4].round_ms, rows[shown].round_ms), run.rounds, 2, "×"))
+        found.append((shown, path.name, [shown, card(runs[0]), *cells, f"`{path.name}`"]))
+        shapes += [run.shape for run in runs]
+    if not found:
+        raise MissingResults("no results file times a chapter beside FlashAttention-4 at the four shapes")
+    lines = [cells for _, _, cells in sorted(found, key=lambda item: item[:2])]
+    (heads, head_dim, dtype), *others = {(s["heads"], s["head_dim"], s["dtype"]) for s in shapes}
+    if others:
+        raise MissingResults("the runs beside FlashAttention-4 differ in heads, head_dim or dtype")
+    return (
+        f"{markdown(['chapter', 'GPU', *FA4_SHAPES, 'file'], lines)}\n\nEach row: the last chapter of one run, its "
+        f"rate over FlashAttention-4's at each shape (batch × seq_len; heads {heads}, head_dim {head_dim}, {dtype}), "
+        "the median of per-round ratios [min–max], from the results file named (`scripts/record_results.sh FILE` "
+        "runs it again)."
+    )
+
+
 def cycles(row: Row) -> list[float]:
     """Each round's time in SM cycles, up to a constant: its ms times the MHz the SM held while it ran."""
     return [ms * reading.sm_mhz for ms, reading in zip(row.round_ms, row.clocks, strict=True)]
@@ -738,6 +783,7 @@ SNIPPETS: dict[re.Pattern, Callable[[str, Path], str]] = {
     re.compile(r"ablation-steps-(ch\d\d\w*)"): ablation_steps_snippet,
     re.compile(r"runs-(\w+(?:-\d\d)?)"): runs_snippet,
     re.compile(r"clocks-(\w+)"): clocks_snippet,
+    re.compile(r"(beside-fa4)"): beside_fa4_snippet,
     re.compile(r"timeline-warps-(\w+)"): timeline_warps_snippet,
     re.compile(r"timeline-(\w+)"): timeline_snippet,
 }

@@ -286,6 +286,35 @@ def test_runs_snippet_adds_flashattention4_and_the_ratio_to_it(tmp_path):
     assert line.rstrip(" |").endswith("0.75× [0.50–1.00]")  # per round 1/2, 2/2
 
 
+def four_shapes(path: Path, round_ms: dict[str, list[float]], shapes=make_results.FA4_SHAPES) -> None:
+    """A file of one run per shape, each with these per-round medians: the shapes as shape_label names them."""
+    runs = []
+    for label in shapes:
+        saved(path, "causal" in label, round_ms)
+        [run] = json.loads(path.read_text())
+        batch, seq_len = re.match(r"(\d+) × ([\d,]+\d)", label).groups()
+        run["shape"].update(batch=int(batch), seq_len=int(seq_len.replace(",", "")), heads=16)
+        runs.append(run)
+    path.write_text(json.dumps(runs))
+
+
+def test_beside_fa4_has_a_row_per_file_timed_at_the_four_shapes(tmp_path):
+    """One row per file whose runs are the four shapes, each with FlashAttention-4: its last chapter's per-round
+    ratio at each shape, ordered by chapter; a file at other shapes or without FlashAttention-4 is left out."""
+    fa4 = {"torch cuDNN": [2.0, 2.0], "flash-attn-4": [1.0, 2.0]}
+    four_shapes(tmp_path / "late.json", {**fa4, "k02_cp_async": [4.0, 4.0], "k03_ldmatrix": [2.0, 2.0]})
+    four_shapes(tmp_path / "early.json", {**fa4, "k02_cp_async": [1.0, 1.0]})
+    four_shapes(tmp_path / "no_fa4.json", {"torch cuDNN": [2.0, 2.0], "k03_ldmatrix": [2.0, 2.0]})
+    four_shapes(tmp_path / "three.json", {**fa4, "k03_ldmatrix": [2.0, 2.0]}, make_results.FA4_SHAPES[:3])
+    page = "<!-- results:beside-fa4:start -->\n<!-- results:beside-fa4:end -->\n"
+    body = between(make_results.fill_snippets(page, tmp_path, "README.md"), "beside-fa4")
+    rows = [line for line in body.splitlines() if line.startswith("| k0")]
+    assert [row.split("|")[-2].strip() for row in rows] == ["`early.json`", "`late.json`"]
+    assert rows[0].count("1.50× [1.00–2.00]") == 4  # per round 1/1, 2/1
+    assert rows[1].count("0.75× [0.50–1.00]") == 4 and "| Test GPU " in rows[1]  # per round 1/2, 2/2
+    assert "heads 16, head_dim 128, bf16" in body
+
+
 def test_clocks_snippet_shows_each_rate_at_its_clock_and_the_work_per_cycle(tmp_path):
     """Each contender's TFLOP/s at the SM clock it held, and FlashAttention-4's work per cycle over the last
     chapter's, round by round: its time times its clock against the chapter's."""
