@@ -499,7 +499,7 @@ def chapter_lines(headline: Run) -> str:
         name = f"[{chapter.name}]({page.name})" if page.exists() else f"{chapter.name} (page to come)"
         row = measured.get(chapter.name)
         if row is None:
-            numbers = "not in the saved run yet"
+            numbers = "not in results/headline.json"
         else:
             step = steps(headline).get(row.name)
             numbers = f"{row.tflops:.1f} TFLOP/s"
