@@ -60,8 +60,10 @@ class Cubin:
         """Write the image to the cache folder (named by its hash) and return where it is."""
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         path = CACHE_DIR / f"{hashlib.sha256(self.image).hexdigest()[:24]}.cubin"
-        if not path.exists():
-            path.write_bytes(self.image)
+        if not path.exists():  # renamed into place: a process loading it at the same time never sees half
+            written = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+            written.write_bytes(self.image)
+            written.replace(path)
         return path
 
     def to_json(self) -> dict:

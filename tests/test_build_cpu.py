@@ -1,6 +1,8 @@
 """The kernels as built, without a GPU: they compile, fit in registers, and their SASS shows each idea."""
 
+import hashlib
 import re
+from pathlib import Path
 
 import pytest
 
@@ -289,6 +291,24 @@ def test_a_torn_cache_file_is_compiled_again(cache, monkeypatch):
     calls = counting(monkeypatch, "run_nvrtc")
     assert compile_uncached_in_memory(source, "sm_80").image == first.image  # the log differs: ptxas's times
     assert len(calls) == 1
+
+
+def test_the_cubin_file_appears_whole_for_a_process_loading_it_at_the_same_time(cache, monkeypatch):
+    """Test processes load a new kernel at once: the image is written under another name, then renamed."""
+    folder, source = cache
+    cubin = compile_uncached_in_memory(source, "sm_80")
+    final = folder / f"{hashlib.sha256(cubin.image).hexdigest()[:24]}.cubin"
+    seen_while_writing, write_for_real = [], Path.write_bytes
+
+    def write_and_look(path, data):
+        seen_while_writing.append((path, final.exists()))
+        return write_for_real(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_and_look)
+    assert cubin.path() == final and final.read_bytes() == cubin.image
+    assert [(path.suffix, exists) for path, exists in seen_while_writing] == [(".tmp", False)]
+    assert cubin.path() == final and len(seen_while_writing) == 1  # written once
+    assert sorted(p.name for p in folder.glob("*.cubin*")) == [final.name]
 
 
 def test_the_key_changes_with_everything_that_decides_the_cubin(cache, monkeypatch):
