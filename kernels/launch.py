@@ -25,6 +25,10 @@ COMBINE_WARPS = 4  # combine_splits: one warp per row of the output
 # A decode kernel's splits: as many as give each SM one block, none with fewer than DECODE_MIN_SPLIT_TILES key
 # tiles. One block per SM keeps DRAM busy; each further split costs a block's start and end and its fp32 rows.
 DECODE_MIN_SPLIT_TILES = 2
+# Tail-split chapters: a full-attention call whose last wave holds few query tiles splits each of them into as many
+# pieces as fill the SMs, none with fewer than TAIL_MIN_PIECE_TILES key tiles: a piece costs a tile's start and end,
+# its fp32 rows, and their merge.
+TAIL_MIN_PIECE_TILES = 4
 # The merge after a split launch, per element type: a second entry of a split-KV chapter's .cu.
 COMBINE_INSTANCES = {dtype: f"combine_splits<{name}>" for dtype, name in CUDA_TYPES.items()}
 DECODE_INSTANCES = {
@@ -261,6 +265,14 @@ def decode_split_count(units: int, key_tiles: int, sms: int) -> int:
     return max(1, min(sms // units, key_tiles // DECODE_MIN_SPLIT_TILES))
 
 
+def tail_split(query_tiles: int, key_tiles: int, sms: int) -> tuple[int, int]:
+    """The query tiles of a call's last wave on ``sms`` SMs, and the pieces each is split into along its keys:
+    (0, 1) when the tiles fill their waves, or a piece would have fewer than TAIL_MIN_PIECE_TILES key tiles."""
+    tail = query_tiles % sms
+    pieces = min(sms // tail, key_tiles // TAIL_MIN_PIECE_TILES) if tail else 1
+    return (tail, pieces) if pieces > 1 else (0, 1)
+
+
 def gpu_arch(device_index: int) -> str:
     """A GPU's architecture as compilers name it, e.g. "sm_90"."""
     major, minor = torch.cuda.get_device_capability(device_index)
@@ -322,7 +334,9 @@ class AttentionKernel:
     when a query tile holds at most ``DECODE_ROWS`` rows: a grid of (splits, K/V heads, batch) small blocks taking q, k
     and v as pointers, its splits by ``decode_split_count``. ``plain_prefill``: ``flash_attention`` is compiled for
     one split, full lengths and no log-sum-exp (an ablation variant's): a call is never split but by the decode
-    kernel, and KV lengths or the log-sum-exp are refused.
+    kernel, and KV lengths or the log-sum-exp are refused. ``split_tail``: a full-attention call's last wave of query
+    tiles is split along the keys (``tail_split``) and merged in the kernel; after the work counter come tail_tiles,
+    tail_splits and the pieces' scratch, tail_o and tail_lse, and the counter has a word per tail tile after its own.
 
     Under torch.compile a launch is a graph break: Dynamo runs it as it is, between the graphs it compiles
     (``torch.ops.fa_ladder.attention`` is the form that compiles into one graph).
@@ -341,6 +355,7 @@ class AttentionKernel:
         dynamic_schedule: bool = False,
         decode_kernel: bool = False,
         plain_prefill: bool = False,
+        split_tail: bool = False,
     ) -> None:
         self.source = source
         self.chapter = source.parent.name
@@ -368,6 +383,7 @@ class AttentionKernel:
         self.dynamic_schedule = dynamic_schedule
         self.decode = {name: constants[name] for name in decode_constants} if decode_kernel else None
         self.plain_prefill = plain_prefill
+        self.split_tail = split_tail
         self.instances = (
             ALL_INSTANCES
             + (tuple(COMBINE_INSTANCES.values()) if kv_cache else ())
@@ -430,12 +446,16 @@ class AttentionKernel:
         grid = self.query_tiles(q.shape, n_kv_heads)
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         n_splits = self.splits(q.shape, k.shape, sms)
+        tail_tiles, tail_splits = (0, 1)
+        if self.split_tail and n_splits == 1 and not causal and not decoding:
+            tail_tiles, tail_splits = tail_split(math.prod(grid), math.ceil(seq_len_k / self.block_q), sms)
         n_threads, smem_bytes = self.n_threads, self.smem_bytes
         if decoding:
             grid = (n_splits, n_kv_heads, batch)
             n_threads, smem_bytes = self.decode["DECODE_THREADS"], self.decode["DECODE_SMEM_BYTES"]
         elif self.persistent:
-            grid = (min(math.prod(grid) * n_splits, sms), 1, 1)
+            items = (math.prod(grid) - tail_tiles) * n_splits + tail_tiles * tail_splits
+            grid = (min(items, sms), 1, 1)
         if self.tensor_map_box is None or decoding:
             inputs = [np.uint64(tensor.data_ptr()) for tensor in (q, k, v)]
         else:
@@ -454,6 +474,10 @@ class AttentionKernel:
                 lse_partial = q.new_full(lse_shape, -math.inf, dtype=torch.float32)
         else:
             o_partial, lse_partial = None, lse
+        tail_o = tail_lse = None
+        if tail_tiles:  # each piece's fp32 rows and their log-sum-exp, written before the tile's last piece reads them
+            tail_o = q.new_empty((tail_tiles * tail_splits, self.block_q, head_dim), dtype=torch.float32)
+            tail_lse = q.new_empty((tail_tiles * tail_splits, self.block_q), dtype=torch.float32)
         args = (
             *inputs,
             *(_address(tensor) for tensor in (out, *((o_partial, lse_partial, seq_lens_k) if self.kv_cache else ()))),
@@ -464,6 +488,11 @@ class AttentionKernel:
             *(
                 (_address(work_counter(q.device, torch.cuda.current_stream(q.device))),)
                 if self.dynamic_schedule and not decoding
+                else ()
+            ),
+            *(
+                (np.int32(tail_tiles), np.int32(tail_splits), _address(tail_o), _address(tail_lse))
+                if self.split_tail and not decoding
                 else ()
             ),
         )
@@ -566,7 +595,8 @@ class AttentionKernel:
 
 
 # Dynamic-schedule chapters: one int32 counter of work taken per (device, stream), zero between launches (each
-# launch's last ask for work resets it). Launches on one stream run one after the other, so they share it; a
+# launch's last ask for work resets it), followed by one per SM that tail-split chapters count a tile's pieces on
+# (its last piece resets it). Launches on one stream run one after the other, so they share it; a
 # launch on another stream has its own. A launch captured into a CUDA graph gets a counter of its own, zeroed
 # in the graph, since memory allocated while capturing belongs to the graph. The shared counters live outside
 # torch's allocator: one first made while torch allocates into a graph's private pool (torch.compile's
@@ -575,15 +605,16 @@ _work_counters: dict[tuple[int, int], torch.Tensor] = {}
 
 
 def work_counter(device: torch.device, stream: torch.cuda.Stream) -> torch.Tensor:
-    """The work counter a dynamic-schedule launch on ``stream`` reads and resets."""
+    """The work counter a dynamic-schedule launch on ``stream`` reads and resets, and the tail tiles' after it."""
+    words = 1 + torch.cuda.get_device_properties(device).multi_processor_count  # a last wave has fewer tiles
     if torch.cuda.is_current_stream_capturing():
-        return torch.zeros(1, dtype=torch.int32, device=device)
+        return torch.zeros(words, dtype=torch.int32, device=device)
     key = (device.index, stream.cuda_stream)
     if key not in _work_counters:
         import cupy
 
         with cupy.cuda.Device(device.index):
-            memory = cupy.empty(1, dtype=cupy.int32)  # from CuPy's pool, not torch's
+            memory = cupy.empty(words, dtype=cupy.int32)  # from CuPy's pool, not torch's
         _work_counters[key] = torch.as_tensor(memory, device=device).zero_()  # zeroed on the launch's stream
     return _work_counters[key]
 

@@ -27,7 +27,7 @@ open(sys.argv[1], "w").write(json.dumps(runs, indent=1) + "\n")' "$file" "$@"
 
 # sanitize LABEL CHAPTERS...: compute-sanitizer's three tools on chapters at a ragged shape (scripts/sanitize.py).
 sanitize() {
-    echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full, and decoding (scripts/sanitize.py)"
+    echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full, decoding, and a split tail (scripts/sanitize.py)"
     python -m kernels.tools.sources "$@"
     for tool in memcheck racecheck synccheck; do
         echo "## $tool: compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 1 python scripts/sanitize.py $*"
@@ -325,6 +325,7 @@ record() {
     sanitizer_k27.txt) sanitize 27 >results/sanitizer_k27.txt ;;
     sanitizer_k28.txt) sanitize 28 >results/sanitizer_k28.txt ;;
     sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
+    sanitizer_k30.txt) sanitize 30 >results/sanitizer_k30.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"

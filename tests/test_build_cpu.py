@@ -140,12 +140,13 @@ def kernel_attributes(cubin) -> dict[str, dict[str, list[int]]]:
 def launch_parameter_sizes(kernel) -> list[int]:
     """What ``AttentionKernel.__call__`` passes: q, k and v (pointers, or 128-byte tensor maps), out, the four
     lengths and head counts, the softmax scale, for a persistent kernel the batch size, and for a split-KV kernel
-    its split buffers and lengths after out, and the split count; for a dynamic schedule its work counter last.
-    With an O tensor map, a fourth map follows v's."""
+    its split buffers and lengths after out, and the split count; for a dynamic schedule its work counter, and for a
+    split tail the tail's two sizes and two scratch buffers last. With an O tensor map, a fourth map follows v's."""
     inputs = [128 if kernel.tensor_map_box else 8] * (4 if kernel.o_box_rows else 3)
     outputs = [8, 8, 8, 8] if kernel.kv_cache else [8]  # o; and o_partial, lse, seq_lens_k
     scalars = [4, 4, 4, 4, 4, *([4] if kernel.persistent else []), *([4] if kernel.kv_cache else [])]
-    return [*inputs, *outputs, *scalars, *([8] if kernel.dynamic_schedule else [])]
+    tail = [4, 4, 8, 8] if kernel.split_tail else []
+    return [*inputs, *outputs, *scalars, *([8] if kernel.dynamic_schedule else []), *tail]
 
 
 def assert_binary_takes_the_launch(chapter) -> None:

@@ -245,6 +245,26 @@ def test_the_split_rule(query_tiles, key_tiles, splits):
     assert split_count(query_tiles, key_tiles, 132) == splits
 
 
+@pytest.mark.parametrize(
+    ("query_tiles", "key_tiles", "tail"),
+    [
+        (8192, 128, (8, 16)),  # 4 x 16,384 keys, 16 heads: a last wave of 8 tiles, 16 pieces each fill 128 SMs
+        (8192, 32, (8, 8)),  # 16 x 4,096: no piece shorter than 4 key tiles
+        (8192, 8, (8, 2)),  # 64 x 1,024
+        (8448, 128, (0, 1)),  # 64 full waves: nothing to split
+        (8250, 128, (66, 2)),  # a last wave of 66 tiles: 2 pieces each fill the next
+        (8251, 128, (0, 1)),  # of 67: 2 pieces each would not fit in one wave
+        (8200, 7, (0, 1)),  # a piece would have fewer than 4 key tiles
+    ],
+)
+def test_the_tail_split_rule(query_tiles, key_tiles, tail):
+    """A call's last wave, query_tiles % SMs tiles, split into as many pieces each as fill the SMs' next wave, none
+    shorter than TAIL_MIN_PIECE_TILES key tiles; (0, 1), no split, when that leaves fewer than 2 pieces."""
+    from kernels.launch import tail_split
+
+    assert tail_split(query_tiles, key_tiles, 132) == tail
+
+
 def test_a_split_kv_chapter_counts_its_query_tiles_as_it_launches_them():
     """AttentionKernel.splits at the decode shapes: packed tiles of a K/V group's heads, keys in 128-key tiles."""
     from kernels.chapters import chapters

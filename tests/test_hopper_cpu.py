@@ -648,7 +648,7 @@ def test_kernel21_runs_the_row_maxima_under_p_v(instance):
 
 # Chapters whose idea lies in the prefill kernel alone (21: its softmax; 23, 25, 26: its tile loop; 27: its epilogue;
 # 28, 29: its work list), each with the chapter whose decode_attention it keeps.
-DECODE_KEPT_FROM = {21: 20, 23: 22, 25: 24, 26: 24, 27: 26, 28: 27, 29: 28}
+DECODE_KEPT_FROM = {21: 20, 23: 22, 25: 24, 26: 24, 27: 26, 28: 27, 29: 28, 30: 29}
 
 
 @pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
@@ -812,3 +812,17 @@ def test_kernel29_interleaves_units_only_when_causal(instance):
     causal = instance.endswith("true>")
     like = by_number[28] if causal else variant_named("k28_one_head")
     assert sass_lines(by_number[29], instance) == sass_lines(like, instance)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_kernel30_merges_its_tail_pieces_outside_the_tile(instance):
+    """Kernel 30's tail pieces count themselves done with one more atomic than kernel 29 (the work counter's ask is
+    the other) and learn which is the last at one BAR.RED.OR; its steady tile path counts kernel 29's instructions, with
+    the same products, waits and barriers in the same order, and no descriptor moved into a uniform register (R2UR)
+    in it: a decision the compiler cannot see is warp-uniform, before the epilogue, costs that."""
+    k29, k30 = (opcodes(sass_text(by_number[n], instance)) for n in (29, 30))
+    assert k29["ATOMG.E.ADD.STRONG.GPU"] == 1 and k30["ATOMG.E.ADD.STRONG.GPU"] == 2
+    assert k29["BAR.RED.OR.DEFER_BLOCKING"] == 0 and k30["BAR.RED.OR.DEFER_BLOCKING"] == 1
+    assert tile_counts(steady_tile(30, instance)) == tile_counts(steady_tile(29, instance))
+    assert not any("R2UR" in line for line in steady_tile(30, instance))
+    assert waits_and_products(30, instance) == waits_and_products(29, instance)

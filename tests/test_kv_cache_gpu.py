@@ -121,6 +121,44 @@ def test_log_sum_exp_without_lengths(chapter, split):
     assert attention_error(out, exact_attention(q, k, v, causal=True)).rel_l2 < 1e-2
 
 
+TAIL_SPLIT = [c for c in KV_CACHE if c.kernel.split_tail]
+# (batch, seq_len, heads, kv_heads): calls whose last wave on 132 SMs is a few tiles, each split into pieces
+# (tail_split): 144 tiles of 16 key tiles (12 split in 4), 1,088 of 32 (32 in 4), and packed groups of 3 heads,
+# 192 tiles of 8 key tiles (60 in 2).
+TAIL_SHAPES = [(1, 2048, 9, 9), (1, 4096, 34, 34), (2, 1000, 12, 4)]
+
+
+@pytest.mark.parametrize("shape", TAIL_SHAPES, ids=[f"b{b}-s{s}-h{h}-kv{kv}" for b, s, h, kv in TAIL_SHAPES])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_a_split_tail_merges_to_exact_attention(shape, dtype):
+    """Full attention whose last wave is split along the keys: each tail tile's last piece merges every piece's
+    rows, as close to exact attention as torch's own, with per-sequence lengths (NaN past them) and the
+    log-sum-exp; launch after launch gives the same output and leaves every counter at zero."""
+    from kernels.launch import tail_split, work_counter
+
+    assert TAIL_SPLIT, "no chapter splits its tail"
+    batch, seq_len, heads, kv_heads = shape
+    q, k, v = random_qkv(batch, seq_len, heads, dtype, seed=heads, kv_heads=kv_heads)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    lengths = torch.tensor([seq_len, seq_len - 300][:batch], dtype=torch.int32)
+    for b, length in enumerate(lengths.tolist()):
+        k[b, length:], v[b, length:] = math.nan, math.nan
+    lengths = lengths.cuda()
+    exact, exact_lse = exact_attention(q, k, v, seq_lens_k=lengths, return_lse=True)
+    baseline = attention_error(torch_with_lengths(q, k, v, lengths, False, None), exact)
+    for chapter in TAIL_SPLIT:
+        if not chapter.kernel.runs_on(gpu_arch(0)):
+            pytest.skip(f"{chapter.name} is built for {chapter.kernel.arch}")
+        query_tiles = math.prod(chapter.kernel.query_tiles(q.shape, kv_heads))
+        assert tail_split(query_tiles, math.ceil(seq_len / 128), sms)[1] > 1, "the shape does not split its tail here"
+        out, lse = chapter.attention(q, k, v, seq_lens_k=lengths, return_lse=True)
+        again, _ = chapter.attention(q, k, v, seq_lens_k=lengths, return_lse=True)
+        assert torch.equal(out, again), chapter.name
+        assert not work_counter(q.device, torch.cuda.current_stream(q.device)).any(), chapter.name
+        torch.testing.assert_close(lse, exact_lse, rtol=1e-4, atol=1e-3)
+        assert attention_error(out, exact).within(baseline), chapter.name
+
+
 def test_a_length_past_the_cache_is_refused(chapter):
     q, k, v = random_qkv(2, 1, 4, DTYPES["bf16"], seq_len_k=100)
     with pytest.raises(ValueError, match="seq_lens_k must be at most seq_len_k = 100"):

@@ -55,5 +55,5 @@ def test_a_dynamic_schedule_leaves_its_counter_at_zero(causal):
         for _ in range(3):
             assert torch.equal(chapter.attention(q, k, v, causal=causal), first), chapter.name
         counter = work_counter(q.device, torch.cuda.current_stream(q.device))
-        assert counter.item() == 0, chapter.name
+        assert not counter.any(), chapter.name  # the work counter, and a split tail's piece counts
         check_chapter(chapter, q, k, v, causal)

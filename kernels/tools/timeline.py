@@ -149,6 +149,7 @@ class StampedKernel(AttentionKernel):
             dynamic_schedule=kernel.dynamic_schedule,
             decode_kernel=kernel.decode is not None,
             plain_prefill=kernel.plain_prefill,
+            split_tail=kernel.split_tail,
         )
         self.chapter = kernel.chapter
         self._modules: dict[int, object] = {}
