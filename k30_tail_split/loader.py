@@ -18,5 +18,5 @@ KERNEL = AttentionKernel(
     kv_cache=True,  # per-sequence KV lengths, the log-sum-exp, and splits merged by combine_splits
     dynamic_schedule=True,  # blocks take work from a counter in global memory: its address follows n_splits
     decode_kernel=True,  # and decode_attention, for query tiles of at most DECODE_ROWS rows
-    split_tail=True,  # a full-attention call's last wave split along the keys: tail sizes and scratch follow the counter
+    split_tail=True,  # full attention's last wave split along the keys: its sizes and scratch follow the counter
 )

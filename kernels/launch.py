@@ -446,9 +446,7 @@ class AttentionKernel:
         grid = self.query_tiles(q.shape, n_kv_heads)
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         n_splits = self.splits(q.shape, k.shape, sms)
-        tail_tiles, tail_splits = (0, 1)
-        if self.split_tail and n_splits == 1 and not causal and not decoding:
-            tail_tiles, tail_splits = tail_split(math.prod(grid), math.ceil(seq_len_k / self.block_q), sms)
+        tail_tiles, tail_splits = self.tail(q.shape, k.shape, sms, causal)
         n_threads, smem_bytes = self.n_threads, self.smem_bytes
         if decoding:
             grid = (n_splits, n_kv_heads, batch)
@@ -526,6 +524,14 @@ class AttentionKernel:
         if self.plain_prefill:
             return 1
         return split_count(math.prod(self.query_tiles(q_shape, n_kv_heads)), math.ceil(seq_len_k / self.block_q), sms)
+
+    def tail(self, q_shape: tuple[int, ...], k_shape: tuple[int, ...], sms: int, causal: bool) -> tuple[int, int]:
+        """The query tiles of a call's last wave that a tail-split chapter splits, and into how many pieces each
+        (``tail_split``): full attention that fills its waves with whole tiles (no split-KV, no decode kernel)."""
+        seq_len_k, n_kv_heads = k_shape[1], k_shape[2]
+        if not self.split_tail or causal or self.decodes(q_shape, n_kv_heads) or self.splits(q_shape, k_shape, sms) > 1:
+            return 0, 1
+        return tail_split(math.prod(self.query_tiles(q_shape, n_kv_heads)), math.ceil(seq_len_k / self.block_q), sms)
 
     def decodes(self, q_shape: tuple[int, ...], n_kv_heads: int) -> bool:
         """Whether a call with these q shape and K/V heads runs the decode kernel: a chapter that has one, and a query

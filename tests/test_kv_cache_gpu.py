@@ -134,7 +134,7 @@ def test_a_split_tail_merges_to_exact_attention(shape, dtype):
     """Full attention whose last wave is split along the keys: each tail tile's last piece merges every piece's
     rows, as close to exact attention as torch's own, with per-sequence lengths (NaN past them) and the
     log-sum-exp; launch after launch gives the same output and leaves every counter at zero."""
-    from kernels.launch import tail_split, work_counter
+    from kernels.launch import work_counter
 
     assert TAIL_SPLIT, "no chapter splits its tail"
     batch, seq_len, heads, kv_heads = shape
@@ -149,8 +149,7 @@ def test_a_split_tail_merges_to_exact_attention(shape, dtype):
     for chapter in TAIL_SPLIT:
         if not chapter.kernel.runs_on(gpu_arch(0)):
             pytest.skip(f"{chapter.name} is built for {chapter.kernel.arch}")
-        query_tiles = math.prod(chapter.kernel.query_tiles(q.shape, kv_heads))
-        assert tail_split(query_tiles, math.ceil(seq_len / 128), sms)[1] > 1, "the shape does not split its tail here"
+        assert chapter.kernel.tail(q.shape, k.shape, sms, False)[1] > 1, "the shape does not split its tail here"
         out, lse = chapter.attention(q, k, v, seq_lens_k=lengths, return_lse=True)
         again, _ = chapter.attention(q, k, v, seq_lens_k=lengths, return_lse=True)
         assert torch.equal(out, again), chapter.name

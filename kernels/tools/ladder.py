@@ -239,9 +239,10 @@ def measure_run(args: argparse.Namespace, shape: dict, kernels: list[Chapter], p
     order = timed_rounds(contenders, rows, inputs, causal, args, progress)
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     splits = {c.name: c.kernel.splits(q_shape, kv_shape, sms) for c in kernels if c.kernel.kv_cache}
+    tails = {c.name: list(tail) for c in kernels if (tail := c.kernel.tail(q_shape, kv_shape, sms, causal))[0]}
     measured = source_hashes(kernel.source for kernel in kernels if kernel.name in rows)
     environment_now = environment(args.command_line) | {"sources": measured}
-    return Run(shape, environment_now, flops, list(rows.values()), order, splits=splits)
+    return Run(shape, environment_now, flops, list(rows.values()), order, splits=splits, tails=tails)
 
 
 def measure_and_show(

@@ -106,6 +106,7 @@ class Run:
     order: list[list[str]] = field(default_factory=list)  # the contenders' order in each round
     grid: Grid | None = None  # an ablation's grid; None for the ladder
     splits: dict[str, int] = field(default_factory=dict)  # split-KV chapters: how many splits the shape gave each
+    tails: dict[str, list[int]] = field(default_factory=dict)  # tail-split chapters: [tiles, pieces] where split
 
     @property
     def rounds(self) -> int:
@@ -153,6 +154,8 @@ class Run:
             data["grid"] = self.grid.to_json()
         if self.splits:
             data["splits"] = self.splits
+        if self.tails:
+            data["tails"] = self.tails
         return data
 
     @classmethod
@@ -176,7 +179,8 @@ class Run:
         shape = {"kv_heads": data["shape"]["heads"], "kv_len": data["shape"]["seq_len"], **data["shape"]}
         grid = Grid.from_json(data["grid"]) if data.get("grid") else None
         splits = {name: int(n) for name, n in data.get("splits", {}).items()}
-        return cls(shape, dict(data["environment"]), flops, rows, order, grid, splits)
+        tails = {name: [int(n) for n in tail] for name, tail in data.get("tails", {}).items()}
+        return cls(shape, dict(data["environment"]), flops, rows, order, grid, splits, tails)
 
 
 def _row_from_json(data: dict, flops: float) -> Row:

@@ -77,6 +77,11 @@ def legend(run: Run, ceilings: Ceilings) -> str:
         counts = ", ".join(f"{name} {n}" for name, n in run.splits.items())
         rules = "split_count, and decode_split_count where a decode kernel runs, kernels/launch.py"
         text += f"\nsplit-KV splits, each query tile's keys dealt to: {counts} (rules: {rules})"
+    if run.tails:
+        tails = ", ".join(
+            f"{name} {tiles} tiles in {pieces} pieces each" for name, (tiles, pieces) in run.tails.items()
+        )
+        text += f"\nthe last wave split along the keys: {tails} (rule: tail_split, kernels/launch.py)"
     return text if not memory_bound(run) else f"{text}\n{memory_legend(run, ceilings)}"
 
 
