@@ -372,3 +372,21 @@ def test_kernel_21s_maxima_run_under_the_product_before(figures):
         assert spans(before, loop.MAXIMA_STEP)[tile][0] >= spans(before, loop.PRODUCTS)[tile - 1][1]
     end = {name: max(s + n for *_, s, n in steps) for name, steps in (("before", before), ("after", after))}
     assert end["before"] - end["after"] == pytest.approx(4 * loop.MAXIMA)
+
+
+def test_the_tail_split_model_deals_every_key_once_and_ends_sooner(figures):
+    """Page 30's model: both work lists cover every query tile's key tiles exactly once; whole tiles end after as
+    many waves as the tiles fill, idle for the last wave's empty SMs, and the split list ends before them."""
+    model = figures.tail_split
+    for split in (False, True):
+        keys = {}
+        for _, tile, cost in model.work_list(split):
+            keys[tile] = keys.get(tile, 0) + cost - model.START
+        assert keys == dict.fromkeys(range(model.QUERY_TILES), model.KEY_TILES)
+    whole, split = model.run(split=False), model.run(split=True)
+    waves = -(-model.QUERY_TILES // model.SMS)
+    assert model.finish(whole) == waves * (model.KEY_TILES + model.START)
+    assert model.finish(split) < model.finish(whole) - model.KEY_TILES // 2
+    assert model.idle_share(split) < model.idle_share(whole)
+    merges = [item for item in split if item[1] == "merge"]
+    assert len(merges) == model.tail_split(model.QUERY_TILES, model.KEY_TILES, model.SMS)[0]

@@ -35,6 +35,7 @@ from figures import (  # noqa: E402
     softmax_chains,
     split_kv,
     swizzle,
+    tail_split,
     tile_copies,
     warp_specialized,
     wgmma,
@@ -66,6 +67,7 @@ def drawings(results: Path, peak: Path) -> dict[str, Callable[[Path], None]]:
         "packed_gqa": packed_gqa.figure_packed_gqa,
         "split_kv": split_kv.figure_split_kv,
         "maxima_first": maxima_first.figure_maxima_first,
+        "tail_split": tail_split.figure_tail_split,
         "ladder": lambda path: ladder.figure_ladder(path, results),
         "roofline": lambda path: roofline.figure_roofline(path, peak, results),
     }
