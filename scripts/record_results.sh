@@ -139,6 +139,14 @@ record() {
         merge results/k28_k29_repeat.json "$TMP"/k29_again_{headline,causal,1024,16384}.json
         ;;
     decode_k29.json) python runner.py decode --kernels 28,29 --rounds 5 --json results/decode_k29.json ;;
+    k29_k30.json) # chapter 30 beside chapter 29 at the four shapes (FlashAttention-4 as a row where installed)
+        python runner.py --kernels 29,30 --rounds 5 --clocks --json "$TMP/k30_headline.json"
+        python runner.py --kernels 29,30 --rounds 5 --clocks --causal --json "$TMP/k30_causal.json"
+        python runner.py --kernels 29,30 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k30_1024.json"
+        python runner.py --kernels 29,30 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k30_16384.json"
+        merge results/k29_k30.json "$TMP"/k30_{headline,causal,1024,16384}.json
+        ;;
+    decode_k30.json) python runner.py decode --kernels 29,30 --rounds 5 --json results/decode_k30.json ;;
     k27_k29_h200.json) # chapters 27 to 29 causal and at 16,384 keys, in one run each
         python runner.py --kernels 27,28,29 --rounds 5 --clocks --causal --json "$TMP/k29_h200_causal.json"
         python runner.py --kernels 27,28,29 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k29_h200_16384.json"
