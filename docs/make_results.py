@@ -162,6 +162,8 @@ RUN_TITLES = {
     "decode_k29.json": "Decoding: chapters 28 and 29 at the decode shapes",
     "k28_k29.json": "Chapter 29 beside chapter 28 and FlashAttention-4, with each one's SM clock and power",
     "k28_k29_repeat.json": "Chapter 29 beside chapter 28 and FlashAttention-4 again, the four shapes",
+    "decode_k30.json": "Decoding: chapters 29 and 30 at the decode shapes",
+    "k29_k30.json": "Chapter 30 beside chapter 29 and FlashAttention-4, with each one's SM clock and power",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
