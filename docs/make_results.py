@@ -162,8 +162,6 @@ RUN_TITLES = {
     "decode_k29.json": "Decoding: chapters 28 and 29 at the decode shapes",
     "k28_k29.json": "Chapter 29 beside chapter 28 and FlashAttention-4, with each one's SM clock and power",
     "k28_k29_repeat.json": "Chapter 29 beside chapter 28 and FlashAttention-4 again, the four shapes",
-    "decode_k30.json": "Decoding: chapters 29 and 30 at the decode shapes",
-    "k29_k30.json": "Chapter 30 beside chapter 29 and FlashAttention-4, with each one's SM clock and power",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -211,6 +209,8 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 28`)",
     "sanitizer_k29.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 29, with a decode shape "
     "(`scripts/sanitize.py 29`)",
+    "sanitizer_tail_split.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 29 with its last "
+    "wave split along the keys, with a decode shape and a split tail (`scripts/sanitize.py k29_tail_split`)",
 }
 CUDNN = "torch cuDNN"  # the row of cuDNN's attention in a run (reference.SDPA_BACKENDS)
 DECODE_FILE = "decode.json"  # `runner.py decode --json results/decode.json`

@@ -25,7 +25,7 @@ COMBINE_WARPS = 4  # combine_splits: one warp per row of the output
 # A decode kernel's splits: as many as give each SM one block, none with fewer than DECODE_MIN_SPLIT_TILES key
 # tiles. One block per SM keeps DRAM busy; each further split costs a block's start and end and its fp32 rows.
 DECODE_MIN_SPLIT_TILES = 2
-# Tail-split chapters: a full-attention call whose last wave holds few query tiles splits each of them into as many
+# Tail-split kernels: a full-attention call whose last wave holds few query tiles splits each of them into as many
 # pieces as fill the SMs, none with fewer than TAIL_MIN_PIECE_TILES key tiles: a piece costs a tile's start and end,
 # its fp32 rows, and their merge.
 TAIL_MIN_PIECE_TILES = 4
@@ -526,7 +526,7 @@ class AttentionKernel:
         return split_count(math.prod(self.query_tiles(q_shape, n_kv_heads)), math.ceil(seq_len_k / self.block_q), sms)
 
     def tail(self, q_shape: tuple[int, ...], k_shape: tuple[int, ...], sms: int, causal: bool) -> tuple[int, int]:
-        """The query tiles of a call's last wave that a tail-split chapter splits, and into how many pieces each
+        """The query tiles of a call's last wave that a tail-split kernel splits, and into how many pieces each
         (``tail_split``): full attention that fills its waves with whole tiles (no split-KV, no decode kernel)."""
         seq_len_k, n_kv_heads = k_shape[1], k_shape[2]
         if not self.split_tail or causal or self.decodes(q_shape, n_kv_heads) or self.splits(q_shape, k_shape, sms) > 1:
@@ -601,7 +601,7 @@ class AttentionKernel:
 
 
 # Dynamic-schedule chapters: one int32 counter of work taken per (device, stream), zero between launches (each
-# launch's last ask for work resets it), followed by one per SM that tail-split chapters count a tile's pieces on
+# launch's last ask for work resets it), followed by one per SM that tail-split kernels count a tile's pieces on
 # (its last piece resets it). Launches on one stream run one after the other, so they share it; a
 # launch on another stream has its own. A launch captured into a CUDA graph gets a counter of its own, zeroed
 # in the graph, since memory allocated while capturing belongs to the graph. The shared counters live outside

@@ -139,14 +139,15 @@ record() {
         merge results/k28_k29_repeat.json "$TMP"/k29_again_{headline,causal,1024,16384}.json
         ;;
     decode_k29.json) python runner.py decode --kernels 28,29 --rounds 5 --json results/decode_k29.json ;;
-    k29_k30.json) # chapter 30 beside chapter 29 at the four shapes (FlashAttention-4 as a row where installed)
-        python runner.py --kernels 29,30 --rounds 5 --clocks --json "$TMP/k30_headline.json"
-        python runner.py --kernels 29,30 --rounds 5 --clocks --causal --json "$TMP/k30_causal.json"
-        python runner.py --kernels 29,30 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k30_1024.json"
-        python runner.py --kernels 29,30 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k30_16384.json"
-        merge results/k29_k30.json "$TMP"/k30_{headline,causal,1024,16384}.json
+    ablation_ch29.json) # kernel 29's last wave whole or split along the keys, at the three full shapes
+        python runner.py ablate tail_split --rounds 7 --clocks --json "$TMP/tail_headline.json"
+        python runner.py ablate tail_split --rounds 7 --clocks --batch 64 --seq-len 1024 --json "$TMP/tail_1024.json"
+        python runner.py ablate tail_split --rounds 7 --clocks --batch 4 --seq-len 16384 --json "$TMP/tail_16384.json"
+        merge results/ablation_ch29.json "$TMP"/tail_{headline,1024,16384}.json
         ;;
-    decode_k30.json) python runner.py decode --kernels 29,30 --rounds 5 --json results/decode_k30.json ;;
+    profile_tail_split_16384.json) # kernel 29, its split tail and FlashAttention-4 under Nsight Compute at 16,384 keys
+        python runner.py profile 29 k29_tail_split fa4 --batch 4 --seq-len 16384 --json results/profile_tail_split_16384.json >results/profile_tail_split_16384.txt
+        ;;
     k27_k29_h200.json) # chapters 27 to 29 causal and at 16,384 keys, in one run each
         python runner.py --kernels 27,28,29 --rounds 5 --clocks --causal --json "$TMP/k29_h200_causal.json"
         python runner.py --kernels 27,28,29 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k29_h200_16384.json"
@@ -333,7 +334,7 @@ record() {
     sanitizer_k27.txt) sanitize 27 >results/sanitizer_k27.txt ;;
     sanitizer_k28.txt) sanitize 28 >results/sanitizer_k28.txt ;;
     sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
-    sanitizer_k30.txt) sanitize 30 >results/sanitizer_k30.txt ;;
+    sanitizer_tail_split.txt) sanitize k29_tail_split >results/sanitizer_tail_split.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"

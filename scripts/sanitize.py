@@ -5,7 +5,7 @@
 333 rows is no multiple of any tile, so the last query and key tiles are cut short, and the causal mask cuts
 through the diagonal tiles: where out-of-bounds accesses and missing barriers would show. The decode shape
 packs a group's heads into a tile and splits the keys across blocks. The tail shape, full attention of 153 query
-tiles, leaves 21 in the last wave on 132 SMs, which a tail-split chapter (30 on) deals in pieces and merges.
+tiles, leaves 21 in the last wave on 132 SMs, which a tail-split kernel (k29_tail_split) deals in pieces and merges.
 """
 
 import sys
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     """Each chosen chapter (default: all that run on this GPU), causal and then not, then decoding, then full
     attention with a split tail, once each."""
     parser = Parser(prog="sanitize.py", description=__doc__.splitlines()[0])
-    parser.add_argument("chapters", nargs="*", help="by number or slug (default: every chapter)")
+    parser.add_argument("chapters", nargs="*", help="by number or slug, variants by name (default: every chapter)")
     names = parser.parse_args(argv).chapters or [target.token for target in run_once.targets([]) if target.chapter]
     shapes = ([*RAGGED, "--causal"], RAGGED, DECODE, TAIL)
     return next((status for shape in shapes if (status := run_once.main([*names, *shape], parser.prog))), 0)

@@ -265,29 +265,29 @@ def test_the_tail_split_rule(query_tiles, key_tiles, tail):
     assert tail_split(query_tiles, key_tiles, 132) == tail
 
 
-def test_a_tail_split_chapter_splits_full_attention_alone():
+def test_a_tail_split_kernel_splits_full_attention_alone():
     """AttentionKernel.tail at the three full shapes of the ladder, and never causal, decoding, split-KV, or in a
-    chapter without a tail split."""
+    kernel without a tail split."""
     from kernels.chapters import chapters
+    from kernels.tools.ablations import variant_named
 
-    [kernel] = [c.kernel for c in chapters() if c.kernel.split_tail][:1]
+    kernel = variant_named("k29_tail_split").kernel
     full = [(16, 4096, 16), (64, 1024, 16), (4, 16384, 16)]
     assert [kernel.tail((b, n, h, 128), (b, n, h, 128), 132, False) for b, n, h in full] == [(8, 8), (8, 2), (8, 16)]
     assert kernel.tail((16, 4096, 16, 128), (16, 4096, 16, 128), 132, True) == (0, 1)
     assert kernel.tail((64, 1, 32, 128), (64, 8192, 8, 128), 132, False) == (0, 1)  # the decode kernel
     assert kernel.tail((1, 700, 16, 128), (1, 700, 16, 128), 132, False) == (0, 1)  # split-KV: 96 tiles
-    before = [c.kernel for c in chapters() if c.kernel.kv_cache and not c.kernel.split_tail][-1]
-    assert before.tail((4, 16384, 16, 128), (4, 16384, 16, 128), 132, False) == (0, 1)
+    assert chapters()[-1].kernel.tail((4, 16384, 16, 128), (4, 16384, 16, 128), 132, False) == (0, 1)
 
 
 def test_the_tail_splits_are_shown_under_the_table_and_saved(tmp_path, capsys):
-    """A run records where a tail-split chapter split the last wave; the legend says so, a saved run keeps it."""
+    """A run records where a tail-split kernel split the last wave; the legend says so, a saved run keeps it."""
     run = decode_run()
-    run.tails = {"k30_tail_split": [8, 16]}
+    run.tails = {"k29_tail_split": [8, 16]}
     print_runs([run], markdown=True, ceilings=Ceilings({"wgmma": 800.0}, 2.0), note=None)
-    assert "the last wave split along the keys: k30_tail_split 8 tiles in 16 pieces each" in capsys.readouterr().out
+    assert "the last wave split along the keys: k29_tail_split 8 tiles in 16 pieces each" in capsys.readouterr().out
     save_runs([run], tmp_path / "decode.json")
-    assert load_runs(tmp_path / "decode.json")[0].tails == {"k30_tail_split": [8, 16]}
+    assert load_runs(tmp_path / "decode.json")[0].tails == {"k29_tail_split": [8, 16]}
     assert "tails" not in json.loads(json.dumps(decode_run().to_json()))
 
 

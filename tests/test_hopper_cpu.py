@@ -648,7 +648,7 @@ def test_kernel21_runs_the_row_maxima_under_p_v(instance):
 
 # Chapters whose idea lies in the prefill kernel alone (21: its softmax; 23, 25, 26: its tile loop; 27: its epilogue;
 # 28, 29: its work list), each with the chapter whose decode_attention it keeps.
-DECODE_KEPT_FROM = {21: 20, 23: 22, 25: 24, 26: 24, 27: 26, 28: 27, 29: 28, 30: 29}
+DECODE_KEPT_FROM = {21: 20, 23: 22, 25: 24, 26: 24, 27: 26, 28: 27, 29: 28}
 
 
 @pytest.mark.parametrize("instance", list(DECODE_INSTANCES.values()))
@@ -746,12 +746,16 @@ def test_kernel24_sleeps_in_the_producers_waits_alone(instance):
     assert sum(line == "YIELD" for line in after) > 0  # the consumers' waits
 
 
-def steady_tile(number: int, instance: str) -> list[str]:
-    """A Hopper chapter's steady tile path: its tile loop less the blocks that a branch skips in most tiles."""
-    return steady_lines(wgmma_loop_lines(sass_text(by_number[number], instance), 16))
+def steady_tile(number: int | str, instance: str) -> list[str]:
+    """A Hopper chapter's steady tile path (a chapter by number, a variant by name): its tile loop less the blocks that
+    a branch skips in most tiles."""
+    from kernels.tools.ablations import variant_named
+
+    kernel = by_number[number] if isinstance(number, int) else variant_named(number)
+    return steady_lines(wgmma_loop_lines(sass_text(kernel, instance), 16))
 
 
-def waits_and_products(number: int, instance: str) -> list[str]:
+def waits_and_products(number: int | str, instance: str) -> list[str]:
     """The steady tile path's products, waits and barriers in their order, the exponentials left out: ptxas may
     spread those differently around the waits."""
     return [event for event in event_order(steady_tile(number, instance)).split(" → ") if not event.startswith("MUFU")]
@@ -815,14 +819,16 @@ def test_kernel29_interleaves_units_only_when_causal(instance):
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
-def test_kernel30_merges_its_tail_pieces_outside_the_tile(instance):
-    """Kernel 30's tail pieces count themselves done with one more atomic than kernel 29 (the work counter's ask is
+def test_the_tail_split_merges_its_pieces_outside_the_tile(instance):
+    """k29_tail_split's pieces count themselves done with one more atomic than kernel 29 (the work counter's ask is
     the other) and learn which is the last at one BAR.RED.OR; its steady tile path counts kernel 29's instructions, with
     the same products, waits and barriers in the same order, and no descriptor moved into a uniform register (R2UR)
     in it: a decision the compiler cannot see is warp-uniform, before the epilogue, costs that."""
-    k29, k30 = (opcodes(sass_text(by_number[n], instance)) for n in (29, 30))
-    assert k29["ATOMG.E.ADD.STRONG.GPU"] == 1 and k30["ATOMG.E.ADD.STRONG.GPU"] == 2
-    assert k29["BAR.RED.OR.DEFER_BLOCKING"] == 0 and k30["BAR.RED.OR.DEFER_BLOCKING"] == 1
-    assert tile_counts(steady_tile(30, instance)) == tile_counts(steady_tile(29, instance))
-    assert not any("R2UR" in line for line in steady_tile(30, instance))
-    assert waits_and_products(30, instance) == waits_and_products(29, instance)
+    from kernels.tools.ablations import variant_named
+
+    k29, split = (opcodes(sass_text(kernel, instance)) for kernel in (by_number[29], variant_named("k29_tail_split")))
+    assert k29["ATOMG.E.ADD.STRONG.GPU"] == 1 and split["ATOMG.E.ADD.STRONG.GPU"] == 2
+    assert k29["BAR.RED.OR.DEFER_BLOCKING"] == 0 and split["BAR.RED.OR.DEFER_BLOCKING"] == 1
+    assert tile_counts(steady_tile("k29_tail_split", instance)) == tile_counts(steady_tile(29, instance))
+    assert not any("R2UR" in line for line in steady_tile("k29_tail_split", instance))
+    assert waits_and_products("k29_tail_split", instance) == waits_and_products(29, instance)

@@ -13,6 +13,7 @@ import pytest
 
 from kernels.build import nvrtc_version
 from kernels.tools import inspection, profiling, run_once
+from kernels.tools.cli import UsageError
 from kernels.tools.run_once import CHAPTER_KERNEL, targets
 from tests.helpers import CHAPTERS, assert_one_line_error, hide_gpu, run_command
 
@@ -131,6 +132,15 @@ def test_the_targets_are_chapters_and_torchs_kernels():
     assert [t.name for t in chosen] == ["k08_kv128", "torch FA2", "torch cuDNN"]
     assert [t.kernel for t in chosen] == [CHAPTER_KERNEL, "flash_fwd", "cudnn.*sdpa|fprop"]
     assert [t.token for t in targets([])] == [*(chapter.name for chapter in CHAPTERS), "fa2", "cudnn"]
+
+
+def test_an_ablation_variant_is_a_target_by_its_folder_name():
+    """Beside its chapter, headed by its own name; a name that is neither a chapter nor a variant is refused."""
+    chapter, variant = targets(["29", "k29_tail_split"])
+    assert (variant.name, variant.short_name, variant.kernel) == ("k29_tail_split", "k29_tail_split", CHAPTER_KERNEL)
+    assert variant.chapter.source.parent.name == "k29_tail_split" and chapter.short_name == "k29"
+    with pytest.raises(UsageError, match="no chapter 'k29_nothing'.*an ablation variant"):
+        targets(["k29_nothing"])
 
 
 def test_flash_attention_4_is_a_target_by_name_only():

@@ -60,9 +60,10 @@ def test_a_text_result_records_todays_sources(path):
 
 def test_a_sources_line_reads_back_and_catches_a_changed_kernel(tmp_path):
     """The line the recipes print parses back to each chapter's sha256, as test_a_changed_kernel_is_caught checks."""
-    line = sources_line(["7", "split_kv"])
+    line = sources_line(["7", "split_kv", "k28_one_head"])
     recorded = recorded_in_text(f"a header\n{line}\nthe tool's output\n")
-    assert list(recorded) == ["k07_addressing/flash_attention.cu", "k18_split_kv/flash_attention.cu"]
+    variant = "docs/ablations/ch28_single_tiles/k28_one_head/flash_attention.cu"
+    assert list(recorded) == ["k07_addressing/flash_attention.cu", "k18_split_kv/flash_attention.cu", variant]
     assert not changed_sources(recorded)
     assert recorded_in_text("no such line\n") is None
 

@@ -1,6 +1,6 @@
-"""Chapter 30: the end of a full-attention run at 4 × 16,384 keys, each SM's last work items, with whole tiles
-(kernel 29) and with the last wave split along its keys (kernel 30), as the work list deals them (tail_split.png).
-A model: no results file."""
+"""The split tail: the end of a full-attention run at 4 × 16,384 keys, each SM's last work items, with whole tiles
+(kernel 29) and with the last wave split along its keys (k29_tail_split), as the work list deals them
+(tail_split.png). A model: no results file."""
 
 from __future__ import annotations
 
@@ -64,14 +64,14 @@ COLORS = {"tile": "#4c72b0", "piece": "#dd8452", "merge": "#c44e52"}
 
 
 def figure_tail_split(path: Path) -> None:
-    """Chapter 30: the last two tiles' time of the run, SM by SM, whole tiles against a split last wave."""
+    """The split tail: the last two tiles' time of the run, SM by SM, whole tiles against a split last wave."""
     whole, split = run(split=False), run(split=True)
     window_start = finish(whole) - 2 * (KEY_TILES + START)
     tail, pieces = tail_split(QUERY_TILES, KEY_TILES, SMS)
     fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
     titles = [
         f"kernel 29: whole tiles, a last wave of {tail}",
-        f"kernel 30: the last wave's {tail} tiles split into {pieces} pieces each, merged by the last piece",
+        f"k29_tail_split: the last wave's {tail} tiles split into {pieces} pieces each, merged by the last piece",
     ]
     for ax, runs, title in zip(axes, (whole, split), titles, strict=True):
         for sm, kind, start, end in runs:

@@ -313,8 +313,8 @@ def add_target_options(parser: Parser, what: str) -> None:
     parser.add_argument(
         "targets",
         nargs="*",
-        help=f"{what}: chapters by number or slug, 'fa2' and 'cudnn' for "
-        "torch's kernels, 'fa4' for FlashAttention-4's: '8 fa2', '9,cudnn', '16 fa4' "
+        help=f"{what}: chapters by number or slug, ablation variants by name, 'fa2' and 'cudnn' for "
+        "torch's kernels, 'fa4' for FlashAttention-4's: '8 fa2', '9,cudnn', '16 fa4', '28 k28_one_head' "
         "(default: every chapter, then fa2 and cudnn)",
     )
     add_shape_options(parser)

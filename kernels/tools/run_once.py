@@ -16,6 +16,7 @@ import torch
 
 from kernels.chapters import Chapter, chapters, select
 from kernels.launch import DTYPES, HEAD_DIM, gpu_arch
+from kernels.tools.ablations import is_variant, variant_named
 from kernels.tools.cli import ToolError, UsageError, names, run
 from kernels.tools.commands import run_once_parser
 from reference import FA4, SDPA_BACKENDS, fa4, sdpa_function
@@ -50,8 +51,8 @@ class Target:
 
 
 def chapter_target(chapter: Chapter) -> Target:
-    """A chapter as a target."""
-    short_name = f"k{chapter.number:02d}"
+    """A chapter, or an ablation variant, as a target."""
+    short_name = chapter.name if is_variant(chapter) else f"k{chapter.number:02d}"
     return Target(chapter.name, chapter.name, short_name, chapter.attention, CHAPTER_KERNEL, chapter)
 
 
@@ -64,8 +65,9 @@ def reference_target(token: str) -> Target:
 
 
 def targets(wanted: Sequence[str]) -> list[Target]:
-    """Targets in the order named: chapter numbers or slugs ("5", "pipelining"), "fa2", "cudnn", "fa4", as words or
-    comma lists; none named: every chapter, then fa2 and cudnn. A UsageError names an unknown one."""
+    """Targets in the order named: chapter numbers or slugs ("5", "pipelining"), ablation variants ("k28_one_head"),
+    "fa2", "cudnn", "fa4", as words or comma lists; none named: every chapter, then fa2 and cudnn. A UsageError
+    names an unknown one."""
     tokens = [token.strip() for word in wanted for token in word.split(",") if token.strip()]
     all_chapters = chapters()
     found: list[Target] = []
@@ -76,7 +78,10 @@ def targets(wanted: Sequence[str]) -> list[Target]:
         try:
             found += [chapter_target(chapter) for chapter in select(all_chapters, token)]
         except ValueError as error:
-            raise UsageError(f"{error}; or {', '.join(REFERENCES)} for the reference kernels") from error
+            if (variant := variant_named(token)) is None:
+                others = f"an ablation variant by name, or {', '.join(REFERENCES)} for the reference kernels"
+                raise UsageError(f"{error}; or {others}") from error
+            found.append(chapter_target(variant))
     return list({target.token: target for target in found}.values())  # each once, in the order first named
 
 

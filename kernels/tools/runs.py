@@ -106,7 +106,7 @@ class Run:
     order: list[list[str]] = field(default_factory=list)  # the contenders' order in each round
     grid: Grid | None = None  # an ablation's grid; None for the ladder
     splits: dict[str, int] = field(default_factory=dict)  # split-KV chapters: how many splits the shape gave each
-    tails: dict[str, list[int]] = field(default_factory=dict)  # tail-split chapters: [tiles, pieces] where split
+    tails: dict[str, list[int]] = field(default_factory=dict)  # tail-split kernels: [tiles, pieces] where split
 
     @property
     def rounds(self) -> int:

@@ -45,9 +45,11 @@ SOURCES_LINE = "# sources: "  # how a text file in results/ records the kernels 
 
 def sources_line(tokens: list[str]) -> str:
     """The line a text result records above its tool's output: the sha256 of each chapter named (by number or slug;
-    "op": the chapter the op runs on this GPU), e.g. ``# sources: {"k19_dynamic_schedule/flash_attention.cu": …}``."""
+    "op": the chapter the op runs on this GPU) or ablation variant (by name), e.g.
+    ``# sources: {"k19_dynamic_schedule/flash_attention.cu": …}``."""
     from kernels.chapters import chapters, select
     from kernels.op import chapter_for
+    from kernels.tools.ablations import variant_named
 
     ladder, picked = chapters(), []
     for token in tokens:
@@ -56,7 +58,7 @@ def sources_line(tokens: list[str]) -> str:
 
             picked.append(chapter_for(torch.cuda.current_device()))
         else:
-            picked += select(ladder, token)
+            picked += [variant] if (variant := variant_named(token)) else select(ladder, token)
     return sources_line_of(chapter.kernel.source for chapter in picked)
 
 

@@ -1,11 +1,11 @@
-// Chapter 30: the last wave's query tiles split along their keys, merged by the last piece to finish.
-//
+// Ablation of chapter 29, derived from kernel 29: the last wave's query tiles split along their keys, merged by
+// the last piece to finish.
 // Full attention's query tiles all take the same time, so a call whose tiles are not a multiple of the SMs ends
 // on a last wave of a few tiles while the other SMs wait: at 8,192 tiles on 132 SMs, 8 of them. Here the host
 // names those last tiles (tail_tiles) and a count of pieces (tail_splits); each such tile's keys are dealt to
 // that many work items, which the idle SMs take. A piece writes its rows in fp32 with their log-sum-exp, counts
 // itself done, and the tile's last piece merges them all and writes o as a whole tile would.
-// In the diff: the work list's tail, TailPiece, merge_pieces, and the row sums' reduction moved ahead of it.
+// The comparison: whether the idle end of a full-attention run is time the split can win back.
 //
 // One block computes BLOCK_Q query rows of one (batch, K/V head); each of its two consumer warpgroups owns
 // 64 of them, each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k,

@@ -1,10 +1,10 @@
-"""Chapter 30: the last wave's query tiles split along their keys, merged by the last piece to finish."""
+"""Ablation of chapter 29: kernel 29 with the last wave's query tiles split along their keys, merged in the kernel."""
 
 from pathlib import Path
 
 from kernels import AttentionKernel
 
-TITLE = "the last wave's query tiles split along their keys, merged by the last piece to finish"
+TITLE = "kernel 29 with the last wave's query tiles split along their keys, merged by the last piece to finish"
 
 # The launch shape (BLOCK_Q, N_THREADS, SMEM_BYTES, and the decode kernel's) is the kernel's own: read from its
 # constants.
