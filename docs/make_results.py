@@ -162,6 +162,7 @@ RUN_TITLES = {
     "decode_k29.json": "Decoding: chapters 28 and 29 at the decode shapes",
     "k28_k29.json": "Chapter 29 beside chapter 28 and FlashAttention-4, with each one's SM clock and power",
     "k28_k29_repeat.json": "Chapter 29 beside chapter 28 and FlashAttention-4 again, the four shapes",
+    "k28_k29_h200.json": "Chapter 29 beside chapter 28 and FlashAttention-4 on an H200, the four shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`

@@ -139,6 +139,13 @@ record() {
         merge results/k28_k29_repeat.json "$TMP"/k29_again_{headline,causal,1024,16384}.json
         ;;
     decode_k29.json) python runner.py decode --kernels 28,29 --rounds 5 --json results/decode_k29.json ;;
+    k28_k29_h200.json) # chapter 29 beside chapter 28 and FlashAttention-4 at the four shapes, on an H200
+        python runner.py --kernels 28,29 --rounds 5 --clocks --json "$TMP/h200_headline.json"
+        python runner.py --kernels 28,29 --rounds 5 --clocks --causal --json "$TMP/h200_causal.json"
+        python runner.py --kernels 28,29 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/h200_1024.json"
+        python runner.py --kernels 28,29 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/h200_16384.json"
+        merge results/k28_k29_h200.json "$TMP"/h200_{headline,causal,1024,16384}.json
+        ;;
     ablation_ch29.json) # kernel 29's last wave whole or split along the keys, at the three full shapes
         python runner.py ablate tail_split --rounds 7 --clocks --json "$TMP/tail_headline.json"
         python runner.py ablate tail_split --rounds 7 --clocks --batch 64 --seq-len 1024 --json "$TMP/tail_1024.json"
