@@ -122,6 +122,14 @@ def variant_named(name: str) -> Chapter | None:
     return next((c for ablation in ablations() for c in ablation.contenders if is_variant(c) and c.name == name), None)
 
 
+def chapter_or_variant(token: str) -> Chapter:
+    """A chapter by number or slug, or an ablation variant by its folder's name ("k21_short_tile"); a UsageError
+    names an unknown one."""
+    from kernels.tools.cli import one_chapter
+
+    return variant_named(token) or one_chapter(token)
+
+
 def find_ablation(token: str) -> Ablation:
     """The set named by its folder ("ch03_ldmatrix"), its slug ("ldmatrix") or the chapter it splits ("3", "03"):
     that chapter's only set, or the one named as the chapter is (ch19_dynamic_schedule for k19_dynamic_schedule);

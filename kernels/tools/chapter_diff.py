@@ -13,8 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from kernels.chapters import Chapter
-from kernels.tools.cli import one_chapter
+from kernels.tools.ablations import chapter_or_variant
 
 DIFFED_FILES = ("flash_attention.cu", "loader.py")
 # The budget of one step of the ladder: the kernel's diff between neighbouring chapters changes at most this many
@@ -65,13 +64,6 @@ def print_diff(lines: list[str], color: bool) -> None:
     for line in lines:
         text.append(line + "\n", style=diff_style(line))
     Console(highlight=False).print(text, soft_wrap=True, end="")
-
-
-def chapter_or_variant(token: str) -> Chapter:
-    """A chapter by number or slug, or an ablation variant by its folder's name ("k21_short_tile")."""
-    from kernels.tools.ablations import variant_named
-
-    return variant_named(token) or one_chapter(token)
 
 
 def run_diff(args: argparse.Namespace) -> int:

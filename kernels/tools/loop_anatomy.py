@@ -19,6 +19,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from kernels.build import Cubin
+from kernels.tools.ablations import chapter_or_variant
 from kernels.tools.opcodes import INTEGER_ALU, group_counts
 from kernels.tools.sass import INSTRUCTION, disassemble, instance_sass, opcodes
 
@@ -127,17 +128,6 @@ def event_order(lines: list[str]) -> str:
     return " → ".join(f"{name}×{n}" if n > 1 else name for name, n in runs)
 
 
-def named_kernel(token: str):
-    """A Hopper chapter by number or name, or an ablation variant by name (``k19_lean``)."""
-    from kernels.chapters import chapters, select
-    from kernels.tools.ablations import variant_named
-
-    if variant := variant_named(token):
-        return variant
-    (chapter,) = select(chapters(), token)
-    return chapter
-
-
 def cubin_sass(path: Path) -> str:
     """The SASS of the kernel in a cubin that holds the most HGMMA."""
     functions = disassemble(Cubin(image=path.read_bytes(), lowered_names={}, arch="sm_90a", log=""))
@@ -156,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     from kernels.build import nvrtc_version
     from kernels.tools.sources import sources_line_of
 
-    picked = [named_kernel(token) for token in args.chapters]
+    picked = [chapter_or_variant(token) for token in args.chapters]
     kernels = [(chapter.name, instance_sass(chapter.kernel)) for chapter in picked]
     if args.cubin:
         kernels.append((args.cubin_name or args.cubin.name, cubin_sass(args.cubin)))

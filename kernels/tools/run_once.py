@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.chapters import Chapter, chapters, select
+from kernels.chapters import Chapter, chapters
 from kernels.launch import DTYPES, HEAD_DIM, gpu_arch
-from kernels.tools.ablations import is_variant, variant_named
+from kernels.tools.ablations import chapter_or_variant, is_variant
 from kernels.tools.cli import ToolError, UsageError, names, run
 from kernels.tools.commands import run_once_parser
 from reference import FA4, SDPA_BACKENDS, fa4, sdpa_function
@@ -76,12 +76,10 @@ def targets(wanted: Sequence[str]) -> list[Target]:
             found.append(reference_target(token.lower()))
             continue
         try:
-            found += [chapter_target(chapter) for chapter in select(all_chapters, token)]
-        except ValueError as error:
-            if (variant := variant_named(token)) is None:
-                others = f"an ablation variant by name, or {', '.join(REFERENCES)} for the reference kernels"
-                raise UsageError(f"{error}; or {others}") from error
-            found.append(chapter_target(variant))
+            found.append(chapter_target(chapter_or_variant(token)))
+        except UsageError as error:
+            others = f"an ablation variant by name, or {', '.join(REFERENCES)} for the reference kernels"
+            raise UsageError(f"{error}; or {others}") from error
     return list({target.token: target for target in found}.values())  # each once, in the order first named
 
 

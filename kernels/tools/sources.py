@@ -47,18 +47,17 @@ def sources_line(tokens: list[str]) -> str:
     """The line a text result records above its tool's output: the sha256 of each chapter named (by number or slug;
     "op": the chapter the op runs on this GPU) or ablation variant (by name), e.g.
     ``# sources: {"k19_dynamic_schedule/flash_attention.cu": …}``."""
-    from kernels.chapters import chapters, select
     from kernels.op import chapter_for
-    from kernels.tools.ablations import variant_named
+    from kernels.tools.ablations import chapter_or_variant
 
-    ladder, picked = chapters(), []
+    picked = []
     for token in tokens:
         if token == "op":
             import torch
 
             picked.append(chapter_for(torch.cuda.current_device()))
         else:
-            picked += [variant] if (variant := variant_named(token)) else select(ladder, token)
+            picked.append(chapter_or_variant(token))
     return sources_line_of(chapter.kernel.source for chapter in picked)
 
 

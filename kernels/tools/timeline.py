@@ -483,16 +483,13 @@ def load_timelines(path: Path) -> tuple[dict, list[SideBySide]]:
 
 def run_timeline(args: argparse.Namespace) -> int:
     """`runner.py timeline`: stamp, run and summarize each kernel named, at one shape."""
-    from kernels.tools.loop_anatomy import named_kernel
+    from kernels.tools.ablations import chapter_or_variant
 
     if not torch.cuda.is_available():
         raise ToolError("No CUDA GPU found: the timeline runs the kernels")
     if gpu_arch(torch.cuda.current_device()) != "sm_90":
         raise ToolError("the timeline stamps Hopper kernels: it needs an sm_90 GPU")
-    try:
-        kernels = [named_kernel(token) for token in args.targets]
-    except ValueError as error:
-        raise UsageError(str(error)) from error
+    kernels = [chapter_or_variant(token) for token in args.targets]  # a UsageError names an unknown one
     dtype = DTYPES[args.dtype]
     generator = torch.Generator(device="cuda").manual_seed(0)
     size = (args.batch, args.seq_len, args.heads, HEAD_DIM)
