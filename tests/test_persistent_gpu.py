@@ -57,3 +57,22 @@ def test_a_dynamic_schedule_leaves_its_counter_at_zero(causal):
         counter = work_counter(q.device, torch.cuda.current_stream(q.device))
         assert not counter.any(), chapter.name  # the work counter, and a split tail's piece counts
         check_chapter(chapter, q, k, v, causal)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_o_rescaled_only_where_a_max_moved_is_kernel29_bit_for_bit(causal, dtype):
+    """Kernel 29 with O's rescale skipped where no row max of a warp moved (factor exactly 1) writes the same bits
+    as kernel 29, over rows long enough that most tiles skip it, with the log-sum-exp and grouped heads."""
+    from kernels.tools.ablations import chapter_or_variant
+
+    kernel29, lazy = chapter_or_variant("29"), chapter_or_variant("k29_lazy_rescale")
+    try:
+        lazy.kernel.build_arch(gpu_arch(0))
+    except ValueError as error:
+        pytest.skip(str(error))
+    q, k, v = random_qkv(2, 3000, 16, dtype, seed=5, kv_heads=4)
+    out, lse = kernel29.attention(q, k, v, causal=causal, return_lse=True)
+    lazy_out, lazy_lse = lazy.attention(q, k, v, causal=causal, return_lse=True)
+    assert torch.equal(lazy_out, out) and torch.equal(lazy_lse, lse)
+    check_chapter(lazy, q, k, v, causal)
