@@ -75,7 +75,7 @@ def test_there_are_twenty_four_sets_in_chapter_order():
         "ch21_split_products",
         "ch26_softmax_in_turns",
         "ch28_single_tiles",
-        "ch29_lazy_rescale",
+        "ch29_less_per_tile",
         "ch29_tail_split",
     ]
     assert [a.number for a in ABLATIONS] == [3, 5, 7, 14, 16, 18, *[19] * 3, *[20] * 5, *[21] * 7, 26, 28, 29, 29]
