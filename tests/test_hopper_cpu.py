@@ -832,3 +832,25 @@ def test_the_tail_split_merges_its_pieces_outside_the_tile(instance):
     assert tile_counts(steady_tile("k29_tail_split", instance)) == tile_counts(steady_tile(29, instance))
     assert not any("R2UR" in line for line in steady_tile("k29_tail_split", instance))
     assert waits_and_products("k29_tail_split", instance) == waits_and_products(29, instance)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_the_rescale_vote_skips_os_multiplies_in_the_steady_tile(instance):
+    """k29_lazy_rescale's steady tile path, where the warp's vote finds no max moved, is kernel 29's less O's 64 FMUL,
+    with one VOTE.ANY more, and the same products, waits and barriers in the same order."""
+    k29, lazy = (tile_counts(steady_tile(name, instance)) for name in (29, "k29_lazy_rescale"))
+    assert k29["FMUL"] - lazy["FMUL"] == 64
+    assert sum("VOTE.ANY" in line for line in steady_tile("k29_lazy_rescale", instance)) == 1
+    assert waits_and_products("k29_lazy_rescale", instance) == waits_and_products(29, instance)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_the_half_tile_keeps_its_products_in_flight(instance):
+    """k29_half_tile's causal instances hold the eight m64n64 products of a half-wide S, its full-attention instances
+    none; and in neither does ptxas serialize the products (each followed by its own wait, as it did with the choice
+    of shape inside the loop): the steady tile path has kernel 29's products, waits and barriers in the same order."""
+    from kernels.tools.ablations import variant_named
+
+    half_products = sass_text(variant_named("k29_half_tile"), instance).count("HGMMA.64x64x16.F32")
+    assert half_products == (8 if instance.endswith("true>") else 0)
+    assert waits_and_products("k29_half_tile", instance) == waits_and_products(29, instance)
