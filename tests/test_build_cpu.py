@@ -28,6 +28,17 @@ def test_chapters_are_numbered_in_order():
     assert all(c.name.startswith(f"k{c.number:02d}_") and c.title and c.source.exists() for c in CHAPTERS)
 
 
+# A measured variant that keeps a few of the kernel's setup values in local memory, reloaded once per query tile and
+# never in the tile loop (tests/test_hopper_cpu.py); docs/less_per_tile.md says so. At most this many bytes of stack
+# and of spill stores and loads, per instance.
+SPILLS_OUTSIDE_THE_LOOP = {"k29_half_tile": 96}
+
+
+def spill_allowed(kernel: str) -> int:
+    """The local memory a kernel may use: none, but for a variant named above."""
+    return SPILLS_OUTSIDE_THE_LOOP.get(kernel, 0)
+
+
 @requires_nvcc
 def test_compiles_with_nvcc_without_spills(chapter_or_variant):
     """For sm_80 and sm_90, or for the one architecture a kernel is written for (wgmma: sm_90a)."""
@@ -35,7 +46,10 @@ def test_compiles_with_nvcc_without_spills(chapter_or_variant):
         resources = ptxas_resources(compile_nvcc(chapter_or_variant.source, arch).log)
         assert len(resources) == len(ALL_INSTANCES)
         for name, used in resources.items():
-            assert used.spill_stores == used.spill_loads == used.stack_frame == 0, f"{name} spills at {arch}: {used}"
+            allowed = spill_allowed(chapter_or_variant.name)
+            assert max(used.spill_stores, used.spill_loads, used.stack_frame) <= allowed, (
+                f"{name} spills at {arch}: {used}"
+            )
             assert used.registers <= 255
 
 
@@ -55,7 +69,8 @@ def test_compiles_with_nvrtc_as_loaded(chapter_or_variant):
             assert used["REG"] <= 255
             if chapter_or_variant.name in AT_THE_REGISTER_LIMIT:
                 continue  # at 255 registers: whether a few bytes spill depends on the NVRTC version
-            assert used["STACK"] == used["LOCAL"] == 0, f"{name} uses local memory at {arch}: {used}"
+            allowed = spill_allowed(chapter_or_variant.name)
+            assert used["STACK"] <= allowed and used["LOCAL"] == 0, f"{name} uses local memory at {arch}: {used}"
 
 
 def test_build_architectures(sass):

@@ -848,9 +848,11 @@ def test_the_rescale_vote_skips_os_multiplies_in_the_steady_tile(instance):
 def test_the_half_tile_keeps_its_products_in_flight(instance):
     """k29_half_tile's causal instances hold the eight m64n64 products of a half-wide S, its full-attention instances
     none; and in neither does ptxas serialize the products (each followed by its own wait, as it did with the choice
-    of shape inside the loop): the steady tile path has kernel 29's products, waits and barriers in the same order."""
+    of shape inside the loop): the steady tile path has kernel 29's products, waits and barriers in the same order, and
+    no access to local memory (the causal instances keep a few setup values there, tests/test_build_cpu.py)."""
     from kernels.tools.ablations import variant_named
 
     half_products = sass_text(variant_named("k29_half_tile"), instance).count("HGMMA.64x64x16.F32")
     assert half_products == (8 if instance.endswith("true>") else 0)
     assert waits_and_products("k29_half_tile", instance) == waits_and_products(29, instance)
+    assert not any("LDL" in line or "STL" in line for line in steady_tile("k29_half_tile", instance))

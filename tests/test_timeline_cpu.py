@@ -26,7 +26,8 @@ from tests.helpers import (
     split_at_the_waits,
 )
 
-STAMPABLE = [c for c in KERNELS if c.number >= 15 and c.kernel.arch == "sm_90a"]
+# k29_half_tile takes its tile loop's last tile out of the loop (tile_step): the loop the stamps go in is not there.
+STAMPABLE = [c for c in KERNELS if c.number >= 15 and c.kernel.arch == "sm_90a" and c.name != "k29_half_tile"]
 
 
 @pytest.mark.parametrize("kernel", STAMPABLE, ids=[c.name for c in STAMPABLE])
