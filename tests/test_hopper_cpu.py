@@ -749,10 +749,9 @@ def test_kernel24_sleeps_in_the_producers_waits_alone(instance):
 def steady_tile(number: int | str, instance: str) -> list[str]:
     """A Hopper chapter's steady tile path (a chapter by number, a variant by name): its tile loop less the blocks that
     a branch skips in most tiles."""
-    from kernels.tools.ablations import variant_named
+    from kernels.tools.ablations import chapter_or_variant
 
-    kernel = by_number[number] if isinstance(number, int) else variant_named(number)
-    return steady_lines(wgmma_loop_lines(sass_text(kernel, instance), 16))
+    return steady_lines(wgmma_loop_lines(sass_text(chapter_or_variant(str(number)), instance), 16))
 
 
 def waits_and_products(number: int | str, instance: str) -> list[str]:
@@ -850,9 +849,9 @@ def test_the_half_tile_keeps_its_products_in_flight(instance):
     none; and in neither does ptxas serialize the products (each followed by its own wait, as it did with the choice
     of shape inside the loop): the steady tile path has kernel 29's products, waits and barriers in the same order, and
     no access to local memory (the causal instances keep a few setup values there, tests/test_build_cpu.py)."""
-    from kernels.tools.ablations import variant_named
+    from kernels.tools.ablations import chapter_or_variant
 
-    half_products = sass_text(variant_named("k29_half_tile"), instance).count("HGMMA.64x64x16.F32")
+    half_products = sass_text(chapter_or_variant("k29_half_tile"), instance).count("HGMMA.64x64x16.F32")
     assert half_products == (8 if instance.endswith("true>") else 0)
     assert waits_and_products("k29_half_tile", instance) == waits_and_products(29, instance)
     assert not any("LDL" in line or "STL" in line for line in steady_tile("k29_half_tile", instance))
