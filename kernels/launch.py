@@ -321,8 +321,10 @@ class AttentionKernel:
 
     ``tensor_maps``: the kernel copies with TMA and takes q, k and v as tensor maps, built per call, whose copies move a
     box of one head (see ``kernels.tma``): ``BLOCK_KV`` rows by ``PLANE`` columns, one plane of a tile. ``persistent``:
-    one block per SM works through the query tiles; the batch size is the last argument. ``packed_gqa``: a query tile
-    holds the heads of one K/V group at several positions (``packed_tile``), and the Q map's box spans those heads.
+    one block per SM works through the query tiles; the batch size is the last argument (a kernel that declares
+    ``CLUSTER`` runs in clusters of that many blocks, its ``__cluster_dims__``, and its grid is whole clusters).
+    ``packed_gqa``: a query tile holds the heads of one K/V group at several positions (``packed_tile``), and the Q
+    map's box spans those heads.
     ``o_tensor_map``: o is a tensor map too, after v's, whose box is one consumer warpgroup's ``GROUP_Q`` rows of one
     plane (packed, the heads of a group at ``GROUP_Q`` / heads positions when they divide it; the kernel writes o itself
     otherwise); its pointer still follows the maps. ``kv_cache``: the kernel takes per-sequence KV lengths, writes the
@@ -372,6 +374,7 @@ class AttentionKernel:
         if missing := [name for name in needed if name not in constants]:
             raise ValueError(f"{source}: no constexpr int {', '.join(missing)}, where the launch reads its shape")
         self.block_q = constants["BLOCK_Q"]
+        self.cluster = constants.get("CLUSTER", 1)  # blocks per cluster (__cluster_dims__): the grid is whole clusters
         self.n_threads = constants["N_THREADS"]
         self.smem_bytes = constants["SMEM_BYTES"]
         self.arch = arch
@@ -453,7 +456,7 @@ class AttentionKernel:
             n_threads, smem_bytes = self.decode["DECODE_THREADS"], self.decode["DECODE_SMEM_BYTES"]
         elif self.persistent:
             items = (math.prod(grid) - tail_tiles) * n_splits + tail_tiles * tail_splits
-            grid = (min(items, sms), 1, 1)
+            grid = (max(min(items, sms) // self.cluster, 1) * self.cluster, 1, 1)
         if self.tensor_map_box is None or decoding:
             inputs = [np.uint64(tensor.data_ptr()) for tensor in (q, k, v)]
         else:
