@@ -16,7 +16,15 @@ from kernels.build import ALL_INSTANCES, compile_nvrtc
 from kernels.launch import DECODE_INSTANCES, DECODE_MIN_SPLIT_TILES, AttentionKernel, decode_split_count
 from kernels.tma import TensorMapError, tensor_map
 from kernels.tma import _encoded as encoded_maps
-from kernels.tools.loop_anatomy import UNIFORM, event_order, steady_lines, tile_counts
+from kernels.tools.loop_anatomy import (
+    BRANCH,
+    PRODUCTS_PER_TILE,
+    UNIFORM,
+    addressed,
+    event_order,
+    steady_lines,
+    tile_counts,
+)
 from kernels.tools.loop_anatomy import tile_loop_lines as wgmma_loop_lines
 from kernels.tools.opcodes import INTEGER_ALU, mnemonic
 from kernels.tools.sass import disassemble, opcodes, resource_usage
@@ -815,6 +823,63 @@ def test_kernel29_interleaves_units_only_when_causal(instance):
     causal = instance.endswith("true>")
     like = by_number[28] if causal else variant_named("k28_one_head")
     assert sass_lines(by_number[29], instance) == sass_lines(like, instance)
+
+
+def tile_loops(sass: str) -> list[list[str]]:
+    """Every loop around one tile's products (S's eight HGMMA and P V's eight): its steady path, in code order."""
+    lines = addressed(sass)
+    products = [address for address, line in lines if "HGMMA" in line]
+    last_exit = max(address for address, line in lines if re.search(r"\bEXIT\b", line))
+    loops = sorted((int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass))
+    return [
+        steady_lines([line for address, line in lines if start <= address <= end])
+        for start, end in loops
+        if start < end <= last_exit and sum(start <= address <= end for address in products) == PRODUCTS_PER_TILE
+    ]
+
+
+def without_addresses(lines: list[str]) -> list[str]:
+    """Instructions as ptxas wrote them, less their addresses, branch targets and register numbers."""
+    return [re.sub(r"\bR\d+\b|0x[0-9a-f]+", "", line.split("*/", 1)[1].split(";")[0]).strip() for line in lines]
+
+
+REMOTE_ARRIVE = "SYNCS.ARRIVE.TRANS64.RED"  # an arrival on a barrier in the other block's shared memory
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_the_shared_kv_pairs_blocks_in_full_attention_alone(instance):
+    """k29_kv_multicast's full-attention instances copy each K and V tile with one multicast (one plane, into both
+    blocks of a pair) and hold the consumers' tile loop twice: alone, with kernel 29's products, waits and barriers in
+    its order and no remote arrival; paired, with the same order and an arrival on the other block's free barrier
+    beside each of the two local ones. Causal instances never pair: their tile loop is kernel 29's, instruction for
+    instruction."""
+    from kernels.tools.ablations import variant_named
+
+    sass = sass_text(variant_named("k29_kv_multicast"), instance)
+    loops, loops29 = tile_loops(sass), tile_loops(sass_text(by_number[29], instance))
+    events29 = [event for event in waits_and_products(29, instance) if "arrive" not in event]
+    if instance.endswith("true>"):
+        assert "MULTICAST" not in sass and len(loops) == len(loops29) == 1
+        assert without_addresses(loops[0]) == without_addresses(loops29[0])
+        return
+    assert sass.count("UTMALDG.4D.MULTICAST") == 2 and len(loops) == 2
+    # The producer's few values in local memory (tests/test_build_cpu.py) stay out of its loop over key tiles too.
+    lines = addressed(sass)
+    copies = [address for address, line in lines if "UTMALDG.4D.MULTICAST" in line]
+    key_tile_loop = min(
+        ((int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass) if int(target, 16) <= min(copies)),
+        key=lambda loop: loop[1] - loop[0] if loop[1] >= max(copies) else float("inf"),
+    )
+    assert key_tile_loop[1] >= max(copies)
+    local = [address for address, line in lines if re.search(r"\b(LDL|STL)\b", line)]
+    assert local and not any(key_tile_loop[0] <= address <= key_tile_loop[1] for address in local)
+    assert not any(re.search(r"\b(LDL|STL)\b", line) for loop in loops for line in loop)
+    alone, paired = sorted(loops, key=lambda loop: sum(REMOTE_ARRIVE in line for line in loop))
+    assert [sum(REMOTE_ARRIVE in line for line in loop) for loop in (alone, paired)] == [0, 2]
+    for loop in (alone, paired):
+        events = [e for e in event_order(loop).split(" → ") if not e.startswith("MUFU") and "arrive" not in e]
+        assert events == events29
+    assert tile_counts(alone)["total"] <= tile_counts(steady_tile(29, instance))["total"]
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)

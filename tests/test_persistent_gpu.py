@@ -76,3 +76,33 @@ def test_o_rescaled_only_where_a_max_moved_is_kernel29_bit_for_bit(causal, dtype
     lazy_out, lazy_lse = lazy.attention(q, k, v, causal=causal, return_lse=True)
     assert torch.equal(lazy_out, out) and torch.equal(lazy_lse, lse)
     check_chapter(lazy, q, k, v, causal)
+
+
+# (batch, seq_len_q, seq_len_k, per-sequence lengths), 8 query heads on 2 K/V heads, so 32 positions a query tile:
+# many pairs of query tiles per cluster; sequences shorter than the cache, one of 300 keys; and where the blocks work
+# alone: query tiles so few that the keys are split, and an odd count of query tiles per unit.
+PAIRED_SHAPES = [(2, 8192, 8192, None), (2, 4096, 9000, (8192, 300)), (2, 64, 9000, None), (2, 8160, 8192, None)]
+
+
+@pytest.mark.parametrize("shape", PAIRED_SHAPES, ids=["many-pairs", "lengths", "split-alone", "odd-alone"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_blocks_sharing_k_and_v_write_kernel29s_bits(shape, dtype):
+    """k29_kv_multicast pairs the blocks of a cluster in full attention over PAIRED_KEYS keys or more, each copying one
+    plane of every K and V tile into both. Every row is computed as in kernel 29, so the output and the log-sum-exp
+    are kernel 29's bit for bit, and the work counter, which paired blocks never ask, is left at zero."""
+    from kernels.tools.ablations import chapter_or_variant
+
+    kernel29, shared = chapter_or_variant("29"), chapter_or_variant("k29_kv_multicast")
+    try:
+        shared.kernel.build_arch(gpu_arch(0))
+    except ValueError as error:
+        pytest.skip(str(error))
+    batch, seq_len_q, seq_len_k, lengths = shape
+    q, k, v = random_qkv(batch, seq_len_q, 8, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=2)
+    seq_lens_k = None if lengths is None else torch.tensor(lengths, dtype=torch.int32, device=q.device)
+    out, lse = kernel29.attention(q, k, v, seq_lens_k=seq_lens_k, return_lse=True)
+    shared_out = torch.full_like(q, float("nan"))
+    shared_out, shared_lse = shared.attention(q, k, v, seq_lens_k=seq_lens_k, return_lse=True, out=shared_out)
+    assert not shared_out.isnan().any()
+    assert torch.equal(shared_out, out) and torch.equal(shared_lse, lse)
+    assert not work_counter(q.device, torch.cuda.current_stream(q.device)).any()
