@@ -212,6 +212,9 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 28`)",
     "sanitizer_k29.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 29, with a decode shape "
     "(`scripts/sanitize.py 29`)",
+    "sanitizer_kv_multicast.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 29 with K and V "
+    "shared by a cluster's two blocks, with a decode shape and full attention over 8,200 keys "
+    "(`scripts/sanitize.py k29_kv_multicast`)",
     "sanitizer_tail_split.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 29 with its last "
     "wave split along the keys, with a decode shape and a split tail (`scripts/sanitize.py k29_tail_split`)",
 }

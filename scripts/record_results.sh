@@ -27,7 +27,7 @@ open(sys.argv[1], "w").write(json.dumps(runs, indent=1) + "\n")' "$file" "$@"
 
 # sanitize LABEL CHAPTERS...: compute-sanitizer's three tools on chapters at a ragged shape (scripts/sanitize.py).
 sanitize() {
-    echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full, decoding, and a split tail (scripts/sanitize.py)"
+    echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full, decoding, a split tail, and full attention over 8,200 keys (scripts/sanitize.py)"
     python -m kernels.tools.sources "$@"
     for tool in memcheck racecheck synccheck; do
         echo "## $tool: compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 1 python scripts/sanitize.py $*"
@@ -151,6 +151,11 @@ record() {
         python runner.py ablate tail_split --rounds 7 --clocks --batch 64 --seq-len 1024 --json "$TMP/tail_1024.json"
         python runner.py ablate tail_split --rounds 7 --clocks --batch 4 --seq-len 16384 --json "$TMP/tail_16384.json"
         merge results/ablation_ch29.json "$TMP"/tail_{headline,1024,16384}.json
+        ;;
+    ablation_ch29_kv_multicast.json) # kernel 29 beside its blocks sharing K and V by multicast: 16,384 keys, where they pair, and the headline shape
+        python runner.py ablate kv_multicast --rounds 7 --clocks --batch 4 --seq-len 16384 --json "$TMP/shared_16384.json"
+        python runner.py ablate kv_multicast --rounds 7 --clocks --json "$TMP/shared_headline.json"
+        merge results/ablation_ch29_kv_multicast.json "$TMP"/shared_{16384,headline}.json
         ;;
     ablation_ch29_less_per_tile.json) # kernel 29 beside its rescale vote and its half-wide diagonal tile: full, causal, 16,384 keys
         python runner.py ablate less_per_tile --rounds 7 --clocks --json "$TMP/again_headline.json"
@@ -350,6 +355,7 @@ record() {
     sanitizer_k28.txt) sanitize 28 >results/sanitizer_k28.txt ;;
     sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
     sanitizer_tail_split.txt) sanitize k29_tail_split >results/sanitizer_tail_split.txt ;;
+    sanitizer_kv_multicast.txt) sanitize k29_kv_multicast >results/sanitizer_kv_multicast.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline
         python runner.py --kernels 16,18,19 --rounds 5 --seq-len 16384 --json "$TMP/dynamic_16384.json"
         python runner.py --kernels 16,18,19 --rounds 5 --json "$TMP/dynamic_headline.json"
