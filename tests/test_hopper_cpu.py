@@ -847,7 +847,7 @@ REMOTE_ARRIVE = "SYNCS.ARRIVE.TRANS64.RED"  # an arrival on a barrier in the oth
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
-def test_the_shared_kv_pairs_blocks_in_full_attention_alone(instance):
+def test_the_shared_kv_pairs_blocks_in_full_attention_only(instance):
     """k29_kv_multicast's full-attention instances copy each K and V tile with one multicast (one plane, into both
     blocks of a pair) and hold the consumers' tile loop twice: alone, with kernel 29's products, waits and barriers in
     its order and no remote arrival; paired, with the same order and an arrival on the other block's free barrier
