@@ -17,11 +17,11 @@ from kernels.launch import DECODE_INSTANCES, DECODE_MIN_SPLIT_TILES, AttentionKe
 from kernels.tma import TensorMapError, tensor_map
 from kernels.tma import _encoded as encoded_maps
 from kernels.tools.loop_anatomy import (
-    BRANCH,
     PRODUCTS_PER_TILE,
     UNIFORM,
     addressed,
     event_order,
+    loops,
     steady_lines,
     tile_counts,
 )
@@ -829,12 +829,10 @@ def tile_loops(sass: str) -> list[list[str]]:
     """Every loop around one tile's products (S's eight HGMMA and P V's eight): its steady path, in code order."""
     lines = addressed(sass)
     products = [address for address, line in lines if "HGMMA" in line]
-    last_exit = max(address for address, line in lines if re.search(r"\bEXIT\b", line))
-    loops = sorted((int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass))
     return [
         steady_lines([line for address, line in lines if start <= address <= end])
-        for start, end in loops
-        if start < end <= last_exit and sum(start <= address <= end for address in products) == PRODUCTS_PER_TILE
+        for start, end in loops(sass)
+        if sum(start <= address <= end for address in products) == PRODUCTS_PER_TILE
     ]
 
 
@@ -856,28 +854,27 @@ def test_the_shared_kv_pairs_blocks_in_full_attention_only(instance):
     from kernels.tools.ablations import variant_named
 
     sass = sass_text(variant_named("k29_kv_multicast"), instance)
-    loops, loops29 = tile_loops(sass), tile_loops(sass_text(by_number[29], instance))
+    paths, paths29 = tile_loops(sass), tile_loops(sass_text(by_number[29], instance))
     events29 = [event for event in waits_and_products(29, instance) if "arrive" not in event]
     if instance.endswith("true>"):
-        assert "MULTICAST" not in sass and len(loops) == len(loops29) == 1
-        assert without_addresses(loops[0]) == without_addresses(loops29[0])
+        assert "MULTICAST" not in sass and len(paths) == len(paths29) == 1
+        assert without_addresses(paths[0]) == without_addresses(paths29[0])
         return
-    assert sass.count("UTMALDG.4D.MULTICAST") == 2 and len(loops) == 2
+    assert sass.count("UTMALDG.4D.MULTICAST") == 2 and len(paths) == 2
     # The producer's few values in local memory (tests/test_build_cpu.py) stay out of its loop over key tiles too.
     lines = addressed(sass)
     copies = [address for address, line in lines if "UTMALDG.4D.MULTICAST" in line]
     key_tile_loop = min(
-        ((int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass) if int(target, 16) <= min(copies)),
-        key=lambda loop: loop[1] - loop[0] if loop[1] >= max(copies) else float("inf"),
+        (loop for loop in loops(sass) if loop[0] <= min(copies) and max(copies) <= loop[1]),
+        key=lambda loop: loop[1] - loop[0],
     )
-    assert key_tile_loop[1] >= max(copies)
     local = [address for address, line in lines if re.search(r"\b(LDL|STL)\b", line)]
     assert local and not any(key_tile_loop[0] <= address <= key_tile_loop[1] for address in local)
-    assert not any(re.search(r"\b(LDL|STL)\b", line) for loop in loops for line in loop)
-    alone, paired = sorted(loops, key=lambda loop: sum(REMOTE_ARRIVE in line for line in loop))
-    assert [sum(REMOTE_ARRIVE in line for line in loop) for loop in (alone, paired)] == [0, 2]
-    for loop in (alone, paired):
-        events = [e for e in event_order(loop).split(" → ") if not e.startswith("MUFU") and "arrive" not in e]
+    assert not any(re.search(r"\b(LDL|STL)\b", line) for path in paths for line in path)
+    alone, paired = sorted(paths, key=lambda path: sum(REMOTE_ARRIVE in line for line in path))
+    assert [sum(REMOTE_ARRIVE in line for line in path) for path in (alone, paired)] == [0, 2]
+    for path in (alone, paired):
+        events = [e for e in event_order(path).split(" → ") if not e.startswith("MUFU") and "arrive" not in e]
         assert events == events29
     assert tile_counts(alone)["total"] <= tile_counts(steady_tile(29, instance))["total"]
 

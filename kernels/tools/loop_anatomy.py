@@ -53,23 +53,29 @@ def addressed(sass: str) -> list[tuple[int, str]]:
     return [(int(at.group(1), 16), line) for line in sass.splitlines() if (at := ADDRESS.search(line))]
 
 
-def tile_loop_lines(sass: str, products: int | None = None) -> list[str]:
-    """The SASS lines of the tile loop: the shortest backward branch around the most HGMMA (or exactly ``products``
-    of them, for a loop nested in another), from its target to the branch.
+def loops(sass: str) -> list[tuple[int, int]]:
+    """Every loop of a listing, as (the branch's target, the branch), in code order.
 
     Only branches before the last EXIT count: ptxas moves the retry of an mbarrier wait out of line, past the
-    end of the kernel, and branches back from there into the loop. Not every HGMMA is in the loop either:
-    kernel 14 issues tile 0's S before its loop and the last P V after it, and kernel 15 runs kernel 14's tile
-    loop inside its loop over query tiles.
+    end of the kernel, and branches back from there into the loop.
+    """
+    last_exit = max(address for address, line in addressed(sass) if re.search(r"\bEXIT\b", line))
+    branches = sorted((int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass))
+    return [(start, end) for start, end in branches if start < end <= last_exit]
+
+
+def tile_loop_lines(sass: str, products: int | None = None) -> list[str]:
+    """The SASS lines of the tile loop: the shortest loop (see ``loops``) around the most HGMMA (or exactly
+    ``products`` of them, for a loop nested in another), from its target to the branch.
+
+    Not every HGMMA is in the loop: kernel 14 issues tile 0's S before its loop and the last P V after it, and
+    kernel 15 runs kernel 14's tile loop inside its loop over query tiles.
     """
     lines = addressed(sass)
     hgmma = [address for address, line in lines if "HGMMA" in line]
-    last_exit = max(address for address, line in lines if re.search(r"\bEXIT\b", line))
-    loops = [(int(target, 16), int(at, 16)) for at, target in BRANCH.findall(sass)]
-    loops = [(start, end) for start, end in loops if start < end <= last_exit]
-    inside = {loop: sum(loop[0] <= address <= loop[1] for address in hgmma) for loop in loops}
+    inside = {loop: sum(loop[0] <= address <= loop[1] for address in hgmma) for loop in loops(sass)}
     wanted = max(inside.values()) if products is None else products
-    start, end = min((loop for loop in loops if inside[loop] == wanted), key=lambda loop: loop[1] - loop[0])
+    start, end = min((loop for loop in inside if inside[loop] == wanted), key=lambda loop: loop[1] - loop[0])
     return [line for address, line in lines if start <= address <= end]
 
 
