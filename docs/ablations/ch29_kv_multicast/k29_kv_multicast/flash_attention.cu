@@ -8,7 +8,7 @@
 // read it, so the pair runs in lockstep. That costs where tiles differ in length (causal) or are few (short
 // sequences), so blocks pair up only in full attention over PAIRED_KEYS keys or more; elsewhere each works alone,
 // as in kernel 29.
-// In the diff: CLUSTER, paired, rank, tma_load_multicast, mbarrier_arrive_remote, the cluster barriers.
+// In the diff: CLUSTER, paired, cluster_rank, tma_load_multicast, mbarrier_arrive_remote, the cluster barriers.
 //
 // One block computes BLOCK_Q query rows of one (batch, K/V head); each of its two consumer warpgroups owns
 // 64 of them, each warp 16. q and o are (batch, seq_len_q, n_heads, HEAD_DIM), k and v (batch, seq_len_k,
