@@ -215,6 +215,9 @@ TEXT_FILES = {
     "sanitizer_kv_multicast.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 29 with K and V "
     "shared by a cluster's two blocks, with a decode shape and full attention over 8,200 keys "
     "(`scripts/sanitize.py k29_kv_multicast`)",
+    "sanitizer_next_query_tile.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 29 with each "
+    "query tile started beside the last P V before it, with a decode shape "
+    "(`scripts/sanitize.py k29_next_query_tile`)",
     "sanitizer_tail_split.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 29 with its last "
     "wave split along the keys, with a decode shape and a split tail (`scripts/sanitize.py k29_tail_split`)",
 }

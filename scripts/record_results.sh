@@ -157,6 +157,12 @@ record() {
         python runner.py ablate kv_multicast --rounds 7 --clocks --json "$TMP/shared_headline.json"
         merge results/ablation_ch29_kv_multicast.json "$TMP"/shared_{16384,headline}.json
         ;;
+    ablation_ch29_next_query_tile.json) # kernel 29 beside its query tiles started with the last P V before them: 1,024 keys, the headline shape, causal
+        python runner.py ablate next_query_tile --rounds 7 --clocks --batch 64 --seq-len 1024 --json "$TMP/next_1024.json"
+        python runner.py ablate next_query_tile --rounds 7 --clocks --json "$TMP/next_headline.json"
+        python runner.py ablate next_query_tile --rounds 7 --clocks --causal --json "$TMP/next_causal.json"
+        merge results/ablation_ch29_next_query_tile.json "$TMP"/next_{1024,headline,causal}.json
+        ;;
     ablation_ch29_less_per_tile.json) # kernel 29 beside its rescale vote and its half-wide diagonal tile: full, causal, 16,384 keys
         python runner.py ablate less_per_tile --rounds 7 --clocks --json "$TMP/again_headline.json"
         python runner.py ablate less_per_tile --rounds 7 --clocks --causal --json "$TMP/again_causal.json"
@@ -354,6 +360,7 @@ record() {
     sanitizer_k27.txt) sanitize 27 >results/sanitizer_k27.txt ;;
     sanitizer_k28.txt) sanitize 28 >results/sanitizer_k28.txt ;;
     sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
+    sanitizer_next_query_tile.txt) sanitize k29_next_query_tile >results/sanitizer_next_query_tile.txt ;;
     sanitizer_tail_split.txt) sanitize k29_tail_split >results/sanitizer_tail_split.txt ;;
     sanitizer_kv_multicast.txt) sanitize k29_kv_multicast >results/sanitizer_kv_multicast.txt ;;
     dynamic_schedule.json) # chapter 19 beside 16 and 18: long sequences, where the schedule moves DRAM bytes, and the headline

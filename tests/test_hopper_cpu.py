@@ -879,6 +879,48 @@ def test_the_shared_kv_pairs_blocks_in_full_attention_only(instance):
     assert tile_counts(alone)["total"] <= tile_counts(steady_tile(29, instance))["total"]
 
 
+TURN_TAKEN = re.compile(r"BAR\.SYNC\.DEFER_BLOCKING R\d+, 0x100")  # a consumer warpgroup waits for its turn
+TURN_PASSED = re.compile(r"BAR\.ARV R\d+, 0x100")  # and hands it to the other
+
+
+def products_per_turn(sass: str) -> list[int]:
+    """The HGMMA a consumer warpgroup issues in each of its turns on the tensor cores, in code order."""
+    counts, count = [], None
+    for line in sass.splitlines():
+        if TURN_TAKEN.search(line):
+            count = 0
+        elif TURN_PASSED.search(line) and count is not None:
+            counts.append(count)
+            count = None
+        elif count is not None and "HGMMA" in line:
+            count += 1
+    return counts
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_the_next_query_tiles_first_s_goes_with_the_last_p_v(instance):
+    """k29_next_query_tile's consumers take four turns on the tensor cores where kernel 29's take three: a block's
+    first S alone, the tile loop's S and P V (kernel 29's loop: its products, waits and barriers in the same order),
+    a query tile's last P V with the next one's first S, whose wait lets that P V run on (<= 1), and the block's last
+    P V alone. ptxas serializes none of the products."""
+    from kernels.build import compile_nvcc
+    from kernels.tools.ablations import variant_named
+
+    variant = variant_named("k29_next_query_tile")
+    sass, sass29 = sass_text(variant, instance), sass_text(by_number[29], instance)
+    assert products_per_turn(sass29) == [8, 16, 8]
+    assert products_per_turn(sass) == [8, 16, 16, 8]
+    [path], [path29] = tile_loops(sass), tile_loops(sass29)
+    events, events29 = ([e for e in event_order(p).split(" → ") if not e.startswith("MUFU")] for p in (path, path29))
+    assert events == events29
+    lines = sass.splitlines()
+    seam = [i for i, line in enumerate(lines) if TURN_PASSED.search(line)][2]
+    first_wait = next(line for line in lines[seam:] if "WARPGROUP.DEPBAR" in line)
+    assert first_wait.split("*/", 1)[1].split(";")[0].strip() == "WARPGROUP.DEPBAR.LE gsb0, 0x1"
+    if shutil.which("nvcc"):
+        assert "C7514" not in compile_nvcc(variant.source, "sm_90a").log  # "wgmma ... are serialized"
+
+
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
 def test_the_tail_split_merges_its_pieces_outside_the_tile(instance):
     """k29_tail_split's pieces count themselves done with one more atomic than kernel 29 (the work counter's ask is

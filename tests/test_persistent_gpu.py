@@ -106,3 +106,42 @@ def test_blocks_sharing_k_and_v_write_kernel29s_bits(shape, dtype):
     assert not shared_out.isnan().any()
     assert torch.equal(shared_out, out) and torch.equal(shared_lse, lse)
     assert not work_counter(q.device, torch.cuda.current_stream(q.device)).any()
+
+
+# (batch, seq_len_q, seq_len_k, per-sequence lengths, causal), 8 query heads on 2 K/V heads: many query tiles per
+# block, full and causal; sequences shorter than the cache, whose V rows past their end are zeroed before the last
+# P V, full and causal; more query tiles than blocks of one key tile each; and a short query, whose keys are split.
+SEAM_SHAPES = [
+    (2, 4096, 4096, None, False),
+    (2, 4096, 4096, None, True),
+    (2, 1000, 3000, (3000, 77), False),
+    (2, 1000, 3000, (3000, 1077), True),
+    (16, 200, 128, None, False),
+    (2, 64, 9000, None, False),
+]
+
+
+@pytest.mark.parametrize(
+    "shape", SEAM_SHAPES, ids=["full", "causal", "lengths", "lengths-causal", "one-key-tile", "split"]
+)
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_query_tiles_started_with_the_last_p_v_write_kernel29s_bits(shape, dtype):
+    """k29_next_query_tile issues a query tile's last P V with the next one's first S, and its producer asks the
+    counter a query tile ahead. Every row is still computed as in kernel 29, so the output and the log-sum-exp are
+    kernel 29's bit for bit, and the counter, asked as many times, is left at zero."""
+    from kernels.tools.ablations import chapter_or_variant
+
+    kernel29, seam = chapter_or_variant("29"), chapter_or_variant("k29_next_query_tile")
+    try:
+        seam.kernel.build_arch(gpu_arch(0))
+    except ValueError as error:
+        pytest.skip(str(error))
+    batch, seq_len_q, seq_len_k, lengths, causal = shape
+    q, k, v = random_qkv(batch, seq_len_q, 8, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=2)
+    seq_lens_k = None if lengths is None else torch.tensor(lengths, dtype=torch.int32, device=q.device)
+    out, lse = kernel29.attention(q, k, v, causal=causal, seq_lens_k=seq_lens_k, return_lse=True)
+    seam_out = torch.full_like(q, float("nan"))
+    seam_out, seam_lse = seam.attention(q, k, v, causal=causal, seq_lens_k=seq_lens_k, return_lse=True, out=seam_out)
+    assert not seam_out.isnan().any()
+    assert torch.equal(seam_out, out) and torch.equal(seam_lse, lse)
+    assert not work_counter(q.device, torch.cuda.current_stream(q.device)).any()
