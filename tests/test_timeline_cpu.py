@@ -107,6 +107,21 @@ def test_a_tile_missing_a_stamp_is_left_out():
     assert summary.tiles == 2 * 40 - 1
 
 
+def test_the_seam_between_query_tiles_is_what_it_takes_beyond_two_periods():
+    """Query tiles of 8 key tiles: the first of each runs before the loop (no stamps), and the loop of the next one
+    starts 1,500 cycles later than two periods would bring it. A window without such a gap has no seam."""
+    stamps = synthetic(offset_wg1=1000, tiles=60)
+    for tile in range(60):
+        if tile % 8 == 0:
+            stamps[0, :, tile] = 0  # a query tile's first tile, outside the loop
+        else:
+            stamps[0, :, tile] += 1500 * (tile // 8)
+    summary = summarize(stamps)
+    assert summary.period == 2000
+    assert summary.seam == 1500 and summary.seams == 8 * 7  # 8 warps, 7 seams between tiles 0 ... 59
+    assert np.isnan(summarize(synthetic(offset_wg1=1000)).seam)
+
+
 def test_timeline_needs_a_gpu(capsys, monkeypatch):
     hide_gpu(monkeypatch)
     assert_one_line_error(run_command(capsys, "timeline", "21"), 1, "No CUDA GPU found")

@@ -36,4 +36,5 @@ def test_stamped_kernel_21_matches_kernel_21_and_stamps_in_order(causal):
     assert sum(summary.in_flight.values()) == pytest.approx(1.0)
     assert len(summary.warp_phases) == stamps.shape[1]  # one set of phases per consumer warp, none negative
     assert all(value >= 0 for phases in summary.warp_phases for value in phases.values())
+    assert summary.seams > 0 and np.isfinite(summary.seam)  # the window crosses query tiles of 64 key tiles
     assert FIRST_TILE > 0 and len(EVENTS) == stamps.shape[-1]

@@ -9,11 +9,12 @@ A copy of the kernel's source (``stamped_source``) reads the SM's cycle counter 
 its tile loop, in lane 0 of every consumer warp, for a window of the tiles of the first blocks, and writes the
 readings to a ``__device__`` array. From them: how long a warp waits for its K and V tiles, how long its products
 take to land, what it runs between and after its two waits, how far apart the four warps of a warpgroup start to
-issue (``wgmma`` waits for the last of them), and for how much of the loop neither warpgroup, one or both have
-products on the tensor cores. The stamps cost instructions in the loop: the stamped kernel is timed beside the
-kernel itself, so the table shows how much it was slowed.
+issue (``wgmma`` waits for the last of them), for how much of the loop neither warpgroup, one or both have
+products on the tensor cores, and what a warp spends between two query tiles, where the loop stops and starts
+again (``seam_cycles``). The stamps cost instructions in the loop: the stamped kernel is timed beside the kernel
+itself, so the table shows how much it was slowed.
 
-Kernels 15 to 21 and their variants can be stamped: their loop counts the block's tiles (``count``).
+Kernels from 15 on and their variants can be stamped where their loop counts the block's tiles (``count``).
 """
 
 from __future__ import annotations
@@ -217,6 +218,9 @@ class Summary:
     in_flight: dict[str, float]  # share of the loop's time with 0, 1 or 2 warpgroups' products in flight
     # Per consumer warp of the block (0 ... N_WARPS - 1): the median of each of WARP_PHASES, in cycles.
     warp_phases: list[dict[str, float]] = field(default_factory=list)
+    # Between two query tiles (see seam_cycles): what the seam takes beyond two tile periods, and how many were seen.
+    seam: float = float("nan")
+    seams: int = 0
 
 
 PHASES = {
@@ -279,6 +283,7 @@ def summarize(stamps: np.ndarray) -> Summary:
         }
         for warp in range(warps)
     ]
+    seam, seams = seam_cycles(stamps, per_warp_ok, period)
     return Summary(
         tiles=int(ok.sum()),
         period=period,
@@ -287,7 +292,26 @@ def summarize(stamps: np.ndarray) -> Summary:
         issue_lag=[float(np.median(lag[:, :, warp, :][ok])) for warp in range(4)],
         in_flight=in_flight_shares(by_group, ok),
         warp_phases=warp_phases,
+        seam=seam,
+        seams=seams,
     )
+
+
+def seam_cycles(stamps: np.ndarray, per_warp_ok: np.ndarray, period: float) -> tuple[float, int]:
+    """What a warp spends between two query tiles beyond two tile periods (the median, in cycles), and at how many.
+
+    A query tile's first tile runs before the tile loop, so it has no stamps: where a warp stamped tile c and c + 2
+    but nothing of c + 1, c + 1 began a query tile, and from the top of c to the top of c + 2 the warp ran the rest of
+    tile c, the query tile's end (its last P V, O out) and the next one's start (its first S and softmax). Two tiles
+    of the loop take two periods; the rest is the seam's own cost. NaN where the window holds no seam.
+    """
+    unstamped = (stamps == 0).all(axis=3)  # (block, warp, tile)
+    at_seam = per_warp_ok[:, :, :-2] & unstamped[:, :, 1:-1] & per_warp_ok[:, :, 2:]
+    if not at_seam.any():
+        return float("nan"), 0
+    top = stamps[..., EVENTS.index("top")].astype(np.float64)
+    spans = (top[:, :, 2:] - top[:, :, :-2])[at_seam]
+    return float(np.median(spans) - 2 * period), int(at_seam.sum())
 
 
 def in_flight_shares(by_group: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, float]:
@@ -396,15 +420,19 @@ def timeline_table(timelines: list[Timeline], title: str) -> SideBySide:
     """The timelines side by side: the period, the phases, how far apart warps start issuing, products in flight."""
 
     def cells(values: list[float], fmt: str, landing: bool = False) -> list[Cell]:
-        """One cell per kernel; "n/a" where the value needs P V's landing and the build did not stamp it."""
+        """One cell per kernel; "n/a" where the value needs P V's landing and the build did not stamp it, or where
+        the window held nothing to measure (NaN)."""
         return [
-            Cell("n/a" if landing and not t.landing_stamped else fmt.format(value))
+            Cell("n/a" if (landing and not t.landing_stamped) or value != value else fmt.format(value))
             for t, value in zip(timelines, values, strict=True)
         ]
 
     summaries = [t.summary for t in timelines]
+    seam_row = ("between query tiles, beyond two periods", cells([s.seam for s in summaries], "{:,.0f}"))
+    # Shown where a window held a query tile's end (files saved before seams were read hold none).
+    seam_rows = [seam_row] if any(s.seams for s in summaries) else []
     sections = [
-        [("tile period (cycles)", cells([s.period for s in summaries], "{:,.0f}"))],
+        [("tile period (cycles)", cells([s.period for s in summaries], "{:,.0f}"))] + seam_rows,
         [(name, cells([s.phases[name] for s in summaries], "{:,.0f}", name in NEED_LANDING)) for name in PHASES]
         + [("a warpgroup's warps start issuing, first to last", cells([s.issue_spread for s in summaries], "{:,.0f}"))]
         + [
