@@ -329,6 +329,9 @@ record() {
             >results/timeline_headline.txt ;;
     timeline_16384.json) # the same at 16,384 keys
         python runner.py timeline 16 20 21 k20_maxima_ping_pong k21_split_products k21_softmax_first --batch 4 --seq-len 16384 --json results/timeline_16384.json >results/timeline_16384.txt ;;
+    timeline_seam_1024.json) # kernel 29 and its query tiles started with the last P V, stamped at 1,024 keys: what the loop's stop between query tiles costs
+        python runner.py timeline 29 k29_next_query_tile --batch 64 --seq-len 1024 --json results/timeline_seam_1024.json \
+            >results/timeline_seam_1024.txt ;;
     stalls_k19_fa4.json) # where the warps of chapter 19 and of FlashAttention-4 wait, instruction by instruction
         python runner.py stalls 19 fa4 --json results/stalls_k19_fa4.json >results/stalls_k19_fa4.txt
         ;;
