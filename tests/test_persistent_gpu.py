@@ -78,6 +78,30 @@ def test_o_rescaled_only_where_a_max_moved_is_kernel29_bit_for_bit(causal, dtype
     check_chapter(lazy, q, k, v, causal)
 
 
+def assert_writes_kernel29s_bits(variant_name, shape, dtype, *, causal=False):
+    """At (batch, seq_len_q, seq_len_k, per-sequence lengths), 8 query heads on 2 K/V heads: the variant's output,
+    written over NaN, and its log-sum-exp are kernel 29's bit for bit, and the work counter is left at zero. Skipped
+    where the variant is not built for this GPU."""
+    from kernels.tools.ablations import chapter_or_variant
+
+    kernel29, variant = chapter_or_variant("29"), chapter_or_variant(variant_name)
+    try:
+        variant.kernel.build_arch(gpu_arch(0))
+    except ValueError as error:
+        pytest.skip(str(error))
+    batch, seq_len_q, seq_len_k, lengths = shape
+    q, k, v = random_qkv(batch, seq_len_q, 8, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=2)
+    seq_lens_k = None if lengths is None else torch.tensor(lengths, dtype=torch.int32, device=q.device)
+    out, lse = kernel29.attention(q, k, v, causal=causal, seq_lens_k=seq_lens_k, return_lse=True)
+    variant_out = torch.full_like(q, float("nan"))
+    variant_out, variant_lse = variant.attention(
+        q, k, v, causal=causal, seq_lens_k=seq_lens_k, return_lse=True, out=variant_out
+    )
+    assert not variant_out.isnan().any()
+    assert torch.equal(variant_out, out) and torch.equal(variant_lse, lse)
+    assert not work_counter(q.device, torch.cuda.current_stream(q.device)).any()
+
+
 # (batch, seq_len_q, seq_len_k, per-sequence lengths), 8 query heads on 2 K/V heads, so 32 positions a query tile:
 # many pairs of query tiles per cluster; sequences shorter than the cache, one of 300 keys; and where the blocks work
 # alone: query tiles so few that the keys are split, and an odd count of query tiles per unit.
@@ -90,22 +114,7 @@ def test_blocks_sharing_k_and_v_write_kernel29s_bits(shape, dtype):
     """k29_kv_multicast pairs the blocks of a cluster in full attention over PAIRED_KEYS keys or more, each copying one
     plane of every K and V tile into both. Every row is computed as in kernel 29, so the output and the log-sum-exp
     are kernel 29's bit for bit, and the work counter, which paired blocks never ask, is left at zero."""
-    from kernels.tools.ablations import chapter_or_variant
-
-    kernel29, shared = chapter_or_variant("29"), chapter_or_variant("k29_kv_multicast")
-    try:
-        shared.kernel.build_arch(gpu_arch(0))
-    except ValueError as error:
-        pytest.skip(str(error))
-    batch, seq_len_q, seq_len_k, lengths = shape
-    q, k, v = random_qkv(batch, seq_len_q, 8, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=2)
-    seq_lens_k = None if lengths is None else torch.tensor(lengths, dtype=torch.int32, device=q.device)
-    out, lse = kernel29.attention(q, k, v, seq_lens_k=seq_lens_k, return_lse=True)
-    shared_out = torch.full_like(q, float("nan"))
-    shared_out, shared_lse = shared.attention(q, k, v, seq_lens_k=seq_lens_k, return_lse=True, out=shared_out)
-    assert not shared_out.isnan().any()
-    assert torch.equal(shared_out, out) and torch.equal(shared_lse, lse)
-    assert not work_counter(q.device, torch.cuda.current_stream(q.device)).any()
+    assert_writes_kernel29s_bits("k29_kv_multicast", shape, dtype)
 
 
 # (batch, seq_len_q, seq_len_k, per-sequence lengths, causal), 8 query heads on 2 K/V heads: many query tiles per
@@ -129,19 +138,5 @@ def test_query_tiles_started_with_the_last_p_v_write_kernel29s_bits(shape, dtype
     """k29_next_query_tile issues a query tile's last P V with the next one's first S, and its producer asks the
     counter a query tile ahead. Every row is still computed as in kernel 29, so the output and the log-sum-exp are
     kernel 29's bit for bit, and the counter, asked as many times, is left at zero."""
-    from kernels.tools.ablations import chapter_or_variant
-
-    kernel29, seam = chapter_or_variant("29"), chapter_or_variant("k29_next_query_tile")
-    try:
-        seam.kernel.build_arch(gpu_arch(0))
-    except ValueError as error:
-        pytest.skip(str(error))
-    batch, seq_len_q, seq_len_k, lengths, causal = shape
-    q, k, v = random_qkv(batch, seq_len_q, 8, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=2)
-    seq_lens_k = None if lengths is None else torch.tensor(lengths, dtype=torch.int32, device=q.device)
-    out, lse = kernel29.attention(q, k, v, causal=causal, seq_lens_k=seq_lens_k, return_lse=True)
-    seam_out = torch.full_like(q, float("nan"))
-    seam_out, seam_lse = seam.attention(q, k, v, causal=causal, seq_lens_k=seq_lens_k, return_lse=True, out=seam_out)
-    assert not seam_out.isnan().any()
-    assert torch.equal(seam_out, out) and torch.equal(seam_lse, lse)
-    assert not work_counter(q.device, torch.cuda.current_stream(q.device)).any()
+    *sizes, causal = shape
+    assert_writes_kernel29s_bits("k29_next_query_tile", sizes, dtype, causal=causal)
