@@ -423,7 +423,7 @@ def timeline_table(timelines: list[Timeline], title: str) -> SideBySide:
         """One cell per kernel; "n/a" where the value needs P V's landing and the build did not stamp it, or where
         the window held nothing to measure (NaN)."""
         return [
-            Cell("n/a" if (landing and not t.landing_stamped) or value != value else fmt.format(value))
+            Cell("n/a" if (landing and not t.landing_stamped) or np.isnan(value) else fmt.format(value))
             for t, value in zip(timelines, values, strict=True)
         ]
 
