@@ -146,6 +146,17 @@ record() {
         python runner.py --kernels 28,29 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/h200_16384.json"
         merge results/k28_k29_h200.json "$TMP"/h200_{headline,causal,1024,16384}.json
         ;;
+    k29_k30.json) # chapter 30 beside chapter 29 at the four shapes (FlashAttention-4 as a row where installed)
+        python runner.py --kernels 29,30 --rounds 5 --clocks --json "$TMP/k30_headline.json"
+        python runner.py --kernels 29,30 --rounds 5 --clocks --causal --json "$TMP/k30_causal.json"
+        python runner.py --kernels 29,30 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k30_1024.json"
+        python runner.py --kernels 29,30 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k30_16384.json"
+        merge results/k29_k30.json "$TMP"/k30_{headline,causal,1024,16384}.json
+        ;;
+    decode_k30.json) python runner.py decode --kernels 29,30 --rounds 5 --json results/decode_k30.json ;;
+    timeline_seam_k30.json) # kernels 29 and 30 stamped at 1,024 keys: the stop between query tiles, before and after
+        python runner.py timeline 29 30 --batch 64 --seq-len 1024 --json results/timeline_seam_k30.json \
+            >results/timeline_seam_k30.txt ;;
     ablation_ch29.json) # kernel 29's last wave whole or split along the keys, at the three full shapes
         python runner.py ablate tail_split --rounds 7 --clocks --json "$TMP/tail_headline.json"
         python runner.py ablate tail_split --rounds 7 --clocks --batch 64 --seq-len 1024 --json "$TMP/tail_1024.json"
@@ -363,6 +374,7 @@ record() {
     sanitizer_k27.txt) sanitize 27 >results/sanitizer_k27.txt ;;
     sanitizer_k28.txt) sanitize 28 >results/sanitizer_k28.txt ;;
     sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
+    sanitizer_k30.txt) sanitize 30 >results/sanitizer_k30.txt ;;
     sanitizer_next_query_tile.txt) sanitize k29_next_query_tile >results/sanitizer_next_query_tile.txt ;;
     sanitizer_tail_split.txt) sanitize k29_tail_split >results/sanitizer_tail_split.txt ;;
     sanitizer_kv_multicast.txt) sanitize k29_kv_multicast >results/sanitizer_kv_multicast.txt ;;

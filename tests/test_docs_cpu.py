@@ -99,15 +99,18 @@ PREFILL_AS_BEFORE = 20
 def test_chapter_pages_hold_their_results_blocks(number):
     """Every chapter page after the first carries its step's table (from the ladder's runs, or from a run of its own
     that holds the headline shape: a `runs-NAME` block), the decode chapters (17 on) their step at the decode shapes
-    too, and the page of each ablation set its grid, for make_results.py to fill."""
+    too, and the page of each ablation set its grid, and any stamped tile loop a page reads, for make_results.py to
+    fill."""
     names = marker_names(CHAPTER_PAGES[number])
     own_runs = [name for name in names if name.startswith("runs-")]
     expected = (own_runs or [f"step-{number:02d}"] if 1 < number != PREFILL_AS_BEFORE else []) + (
         [f"decode-{number:02d}"] if number >= FIRST_DECODE_CHAPTER else []
     )
-    # An ablation grid, with its steps or without, of the set's file and of its other shapes (ablation_ch19_causal).
+    # An ablation grid, with its steps or without, of the set's file and of its other shapes (ablation_ch19_causal);
+    # and a stamped tile loop the page reads (timeline-NAME).
     grids = [name for name in names if name.startswith("ablation-")]
-    assert sorted(set(names) - set(grids)) == sorted(expected) and len(names) == len(set(names))
+    timelines = [name for name in names if name.startswith("timeline-")]
+    assert sorted(set(names) - set(grids) - set(timelines)) == sorted(expected) and len(names) == len(set(names))
     if number in ABLATION_PAGES:
         base = ABLATION_PAGES[number].removeprefix("ablation-")
         assert {re.sub(r"^ablation-(steps-)?", "", name) for name in grids} & {base}, grids

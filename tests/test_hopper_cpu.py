@@ -830,6 +830,45 @@ def test_kernel29_interleaves_units_only_when_causal(instance):
     assert sass_lines(by_number[29], instance) == sass_lines(like, instance)
 
 
+def consumer_lines(chapter, instance: str) -> list[str]:
+    """A flash_attention instance's consumer warps' code: from their setmaxnreg to the producer's."""
+    lines = sass_lines(chapter, instance)
+    start = next(i for i, line in enumerate(lines) if "USETMAXREG.TRY_ALLOC" in line)
+    return lines[start : next(i for i, line in enumerate(lines) if "USETMAXREG.DEALLOC" in line)]
+
+
+def divisions(lines: list[str]) -> int:
+    """Integer divisions by a value known at run time: each starts with an I2F.RP."""
+    return sum("I2F.RP" in line for line in lines)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_kernel30_divides_before_its_first_query_tile_and_frees_the_staging_rows_under_the_last_p_v(instance):
+    """Kernel 29's consumers divide by values known at run time in every query tile: decoding the work item and
+    placing their rows. Kernel 30's place their rows once, before their first wait on a Q buffer, and keep one
+    division inside, on the path that stores O warp by warp (tile_heads does not divide GROUP_Q). Their wait for the
+    staging rows (a 128-thread BAR.SYNC) comes above the last wait for P V, where kernel 29's comes below it. The
+    steady tile path is kernel 29's, with one more instruction: ptxas keeps a flag of the tile loop in a predicate and
+    re-votes it into a uniform one (VOTEU.ALL) each tile. The products, waits and barriers keep their order."""
+
+    def placed_and_per_tile(lines: list[str]) -> tuple[int, int]:
+        first_wait = next(i for i, line in enumerate(lines) if "SYNCS.PHASECHK" in line)
+        return divisions(lines[:first_wait]), divisions(lines[first_wait:])
+
+    def staging_wait_first(lines: list[str]) -> bool:
+        last_products = lines[max(i for i, line in enumerate(lines) if "HGMMA" in line) :]
+        staging = next(i for i, line in enumerate(last_products) if re.search(r"BAR\.SYNC\S* R\d+, 0x80\b", line))
+        return staging < next(i for i, line in enumerate(last_products) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
+
+    k29, k30 = (consumer_lines(by_number[n], instance) for n in (29, 30))
+    assert placed_and_per_tile(k29) == (1, 9) and placed_and_per_tile(k30) == (1, 1)
+    assert not staging_wait_first(k29) and staging_wait_first(k30)
+    before, after = (Counter(tile_counts(steady_tile(n, instance))) for n in (29, 30))
+    assert after - before == Counter({"other": 1, "total": 1}) and not before - after
+    assert sum("VOTEU.ALL" in line for line in steady_tile(30, instance)) == 1
+    assert waits_and_products(30, instance) == waits_and_products(29, instance)
+
+
 def tile_loops(sass: str) -> list[list[str]]:
     """Every loop around one tile's products (S's eight HGMMA and P V's eight): its steady path, in code order."""
     lines = addressed(sass)

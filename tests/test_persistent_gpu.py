@@ -140,3 +140,15 @@ def test_query_tiles_started_with_the_last_p_v_write_kernel29s_bits(shape, dtype
     kernel 29's bit for bit, and the counter, asked as many times, is left at zero."""
     *sizes, causal = shape
     assert_writes_kernel29s_bits("k29_next_query_tile", sizes, dtype, causal=causal)
+
+
+@pytest.mark.parametrize(
+    "shape", SEAM_SHAPES, ids=["full", "causal", "lengths", "lengths-causal", "one-key-tile", "split"]
+)
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_the_short_seam_writes_kernel29s_bits(shape, dtype):
+    """Chapter 30 reads each work item as the producer decoded it, places its rows once, and frees its staging rows
+    under the last P V. It computes every row as kernel 29 does, so the output and the log-sum-exp are kernel 29's
+    bit for bit, and the counter is left at zero."""
+    *sizes, causal = shape
+    assert_writes_kernel29s_bits("30", sizes, dtype, causal=causal)
