@@ -128,11 +128,10 @@ SEAM_SHAPES = [
     (16, 200, 128, None, False),
     (2, 64, 9000, None, False),
 ]
+SEAM_IDS = ["full", "causal", "lengths", "lengths-causal", "one-key-tile", "split"]
 
 
-@pytest.mark.parametrize(
-    "shape", SEAM_SHAPES, ids=["full", "causal", "lengths", "lengths-causal", "one-key-tile", "split"]
-)
+@pytest.mark.parametrize("shape", SEAM_SHAPES, ids=SEAM_IDS)
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 def test_query_tiles_started_with_the_last_p_v_write_kernel29s_bits(shape, dtype):
     """k29_next_query_tile issues a query tile's last P V with the next one's first S, and its producer asks the
@@ -142,9 +141,7 @@ def test_query_tiles_started_with_the_last_p_v_write_kernel29s_bits(shape, dtype
     assert_writes_kernel29s_bits("k29_next_query_tile", sizes, dtype, causal=causal)
 
 
-@pytest.mark.parametrize(
-    "shape", SEAM_SHAPES, ids=["full", "causal", "lengths", "lengths-causal", "one-key-tile", "split"]
-)
+@pytest.mark.parametrize("shape", SEAM_SHAPES, ids=SEAM_IDS)
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 def test_the_short_seam_writes_kernel29s_bits(shape, dtype):
     """Chapter 30 reads each work item as the producer decoded it, places its rows once, and frees its staging rows
