@@ -186,6 +186,8 @@ TEXT_FILES = {
     "(`python -m kernels.tools.loop_anatomy 22 23 24 25 26`)",
     "loop_anatomy_k26_k27.txt": "one tile of the tile loops of chapters 26 and 27, in their SASS "
     "(`python -m kernels.tools.loop_anatomy 26 27`)",
+    "loop_anatomy_k29_k30.txt": "one tile of the tile loops of chapters 29 and 30, in their SASS "
+    "(`python -m kernels.tools.loop_anatomy 29 30`)",
     "loop_anatomy_ch29_less_per_tile.txt": "one tile of chapter 29's tile loop, of its rescale vote and of its "
     "half-wide diagonal tile, in their SASS (`python -m kernels.tools.loop_anatomy 29 k29_lazy_rescale k29_half_tile`)",
     "loop_anatomy_nvrtc_13_4.txt": "one tile of the tile loops of chapters 16 and 20 built by NVRTC 13.4, in SASS "

@@ -417,6 +417,8 @@ record() {
         python -m kernels.tools.loop_anatomy 22 23 24 25 26 >results/loop_anatomy_k22_k26.txt ;;
     loop_anatomy_k26_k27.txt) # the tile loops of chapters 26 and 27, instruction by instruction (no GPU needed)
         python -m kernels.tools.loop_anatomy 26 27 >results/loop_anatomy_k26_k27.txt ;;
+    loop_anatomy_k29_k30.txt) # the tile loops of chapters 29 and 30, instruction by instruction (no GPU needed)
+        python -m kernels.tools.loop_anatomy 29 30 >results/loop_anatomy_k29_k30.txt ;;
     loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
         python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors >results/loop_anatomy_ch19_trims.txt ;;
     loop_anatomy_ch21_softmax_first.txt) # kernel 21's tile loop beside its variants with the whole softmax under P V (no GPU needed)
