@@ -164,6 +164,16 @@ record() {
     timeline_seam_k30.json) # kernels 29 and 30 stamped at 1,024 keys: the stop between query tiles, before and after
         python runner.py timeline 29 30 --batch 64 --seq-len 1024 --json results/timeline_seam_k30.json \
             >results/timeline_seam_k30.txt ;;
+    ablation_ch30.json) # kernel 30 beside its O written out under the next query tile's first S, at 1,024 keys
+        python runner.py ablate o_under_next_s --rounds 7 --clocks --batch 64 --seq-len 1024 --json results/ablation_ch30.json ;;
+    ablation_ch30_o_under_next_s.json) # the same at the headline shape, full and causal
+        python runner.py ablate o_under_next_s --rounds 7 --clocks --json "$TMP/under_headline.json"
+        python runner.py ablate o_under_next_s --rounds 7 --clocks --causal --json "$TMP/under_causal.json"
+        merge results/ablation_ch30_o_under_next_s.json "$TMP"/under_{headline,causal}.json
+        ;;
+    timeline_seam_o_under_next_s.json) # kernel 30 and its O written out under the next first S, stamped at 1,024 keys
+        python runner.py timeline 30 k30_o_under_next_s --batch 64 --seq-len 1024 --json results/timeline_seam_o_under_next_s.json \
+            >results/timeline_seam_o_under_next_s.txt ;;
     ablation_ch29.json) # kernel 29's last wave whole or split along the keys, at the three full shapes
         python runner.py ablate tail_split --rounds 7 --clocks --json "$TMP/tail_headline.json"
         python runner.py ablate tail_split --rounds 7 --clocks --batch 64 --seq-len 1024 --json "$TMP/tail_1024.json"
@@ -382,6 +392,7 @@ record() {
     sanitizer_k28.txt) sanitize 28 >results/sanitizer_k28.txt ;;
     sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
     sanitizer_k30.txt) sanitize 30 >results/sanitizer_k30.txt ;;
+    sanitizer_o_under_next_s.txt) sanitize k30_o_under_next_s >results/sanitizer_o_under_next_s.txt ;;
     sanitizer_next_query_tile.txt) sanitize k29_next_query_tile >results/sanitizer_next_query_tile.txt ;;
     sanitizer_tail_split.txt) sanitize k29_tail_split >results/sanitizer_tail_split.txt ;;
     sanitizer_kv_multicast.txt) sanitize k29_kv_multicast >results/sanitizer_kv_multicast.txt ;;

@@ -962,6 +962,29 @@ def test_the_next_query_tiles_first_s_goes_with_the_last_p_v(instance):
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_the_next_first_s_goes_out_before_o(instance):
+    """k30_o_under_next_s takes kernel 30's turns (a block's first S, the tile loop's S and P V, the last P V), with
+    kernel 30's loop of products, waits and barriers, and issues 8 more HGMMA outside the turns: the next query
+    tile's first S, after the last P V. The first wait after them lets that S run on (<= 1), and O is staged in
+    shared memory (STS) only after that wait."""
+    from kernels.tools.ablations import variant_named
+
+    variant = variant_named("k30_o_under_next_s")
+    sass, sass30 = sass_text(variant, instance), sass_text(by_number[30], instance)
+    assert products_per_turn(sass) == products_per_turn(sass30) == [8, 16, 8]
+    assert sass.count("HGMMA") == sass30.count("HGMMA") + 8
+    assert waits_and_products("k30_o_under_next_s", instance) == waits_and_products(30, instance)
+    lines = sass.splitlines()
+    last_p_v = [i for i, line in enumerate(lines) if TURN_PASSED.search(line)][2]
+    next_s = [i for i, line in enumerate(lines) if i > last_p_v and "HGMMA" in line]
+    assert len(next_s) == 8
+    wait = next(i for i in range(next_s[-1], len(lines)) if "WARPGROUP.DEPBAR" in lines[i])
+    assert lines[wait].split("*/", 1)[1].split(";")[0].strip() == "WARPGROUP.DEPBAR.LE gsb0, 0x1"
+    assert not any(" STS" in line for line in lines[last_p_v:wait])
+    assert any(" STS" in line for line in lines[wait:])
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
 def test_the_tail_split_merges_its_pieces_outside_the_tile(instance):
     """k29_tail_split's pieces count themselves done with one more atomic than kernel 29 (the work counter's ask is
     the other) and learn which is the last at one BAR.RED.OR; its steady tile path counts kernel 29's instructions, with

@@ -149,3 +149,13 @@ def test_the_short_seam_writes_kernel29s_bits(shape, dtype):
     bit for bit, and the counter is left at zero."""
     *sizes, causal = shape
     assert_writes_kernel29s_bits("30", sizes, dtype, causal=causal)
+
+
+@pytest.mark.parametrize("shape", SEAM_SHAPES, ids=SEAM_IDS)
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_o_written_under_the_next_s_writes_kernel29s_bits(shape, dtype):
+    """k30_o_under_next_s issues each query tile's first S right after the last P V before it, and a block's last
+    query tile one S past the list's end that nothing reads. Every row is still computed as in kernel 29, so the
+    output and the log-sum-exp are kernel 29's bit for bit, and the counter is left at zero."""
+    *sizes, causal = shape
+    assert_writes_kernel29s_bits("k30_o_under_next_s", sizes, dtype, causal=causal)
