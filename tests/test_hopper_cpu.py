@@ -52,13 +52,18 @@ def wgmma_loop(sass: str, products: int | None = None) -> Counter:
 REGISTER = re.compile(r"\bR(\d+)\b")
 
 
+def instruction(line: str) -> str:
+    """A SASS line's instruction as ptxas wrote it, without its address comment and encoding."""
+    return line.split("*/", 1)[1].split(";")[0].strip()
+
+
 def longest_chain(lines: list[str], mnemonic_wanted: str) -> int:
     """The most instructions of one kind (e.g. "FADD") in a row, each reading a register the one before wrote: the
     dependent path through them in straight-line SASS. Any other instruction that writes a register ends its chain."""
     depth, longest = {}, 0
     for line in lines:
-        instruction = re.sub(r"^@!?U?P\w+\s+", "", line.split("*/", 1)[1].split(";")[0].strip())
-        opcode, _, operands = instruction.partition(" ")
+        unpredicated = re.sub(r"^@!?U?P\w+\s+", "", instruction(line))
+        opcode, _, operands = unpredicated.partition(" ")
         written, *read = operands.split(",")
         if not (destination := REGISTER.findall(written)):
             continue
@@ -882,7 +887,7 @@ def tile_loops(sass: str) -> list[list[str]]:
 
 def without_addresses(lines: list[str]) -> list[str]:
     """Instructions as ptxas wrote them, less their addresses, branch targets and register numbers."""
-    return [re.sub(r"\bR\d+\b|0x[0-9a-f]+", "", line.split("*/", 1)[1].split(";")[0]).strip() for line in lines]
+    return [re.sub(r"\bR\d+\b|0x[0-9a-f]+", "", instruction(line)).strip() for line in lines]
 
 
 REMOTE_ARRIVE = "SYNCS.ARRIVE.TRANS64.RED"  # an arrival on a barrier in the other block's shared memory
@@ -958,7 +963,7 @@ def test_the_next_query_tiles_first_s_goes_with_the_last_p_v(instance):
     lines = sass.splitlines()
     seam = [i for i, line in enumerate(lines) if TURN_PASSED.search(line)][2]
     first_wait = next(line for line in lines[seam:] if "WARPGROUP.DEPBAR" in line)
-    assert first_wait.split("*/", 1)[1].split(";")[0].strip() == "WARPGROUP.DEPBAR.LE gsb0, 0x1"
+    assert instruction(first_wait) == "WARPGROUP.DEPBAR.LE gsb0, 0x1"
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
@@ -979,7 +984,7 @@ def test_the_next_first_s_goes_out_before_o(instance):
     next_s = [i for i, line in enumerate(lines) if i > last_p_v and "HGMMA" in line]
     assert len(next_s) == 8
     wait = next(i for i in range(next_s[-1], len(lines)) if "WARPGROUP.DEPBAR" in lines[i])
-    assert lines[wait].split("*/", 1)[1].split(";")[0].strip() == "WARPGROUP.DEPBAR.LE gsb0, 0x1"
+    assert instruction(lines[wait]) == "WARPGROUP.DEPBAR.LE gsb0, 0x1"
     assert not any(" STS" in line for line in lines[last_p_v:wait])
     assert any(" STS" in line for line in lines[wait:])
 
