@@ -167,6 +167,7 @@ RUN_TITLES = {
     "decode_k30.json": "Decoding: chapters 29 and 30 at the decode shapes",
     "k29_k30_h200.json": "Chapter 30 beside chapter 29 and FlashAttention-4 on an H200, the four shapes",
     "k29_k30_fa4.json": "Chapter 30 beside chapter 29 and FlashAttention-4, the four shapes",
+    "k29_k30_fa4_repeat.json": "Chapter 30 beside chapter 29 and FlashAttention-4 again, the four shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`

@@ -167,6 +167,13 @@ record() {
         python runner.py --kernels 29,30 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k30_fa4_16384.json"
         merge results/k29_k30_fa4.json "$TMP"/k30_fa4_{headline,causal,1024,16384}.json
         ;;
+    k29_k30_fa4_repeat.json) # chapter 30 beside chapter 29 and FlashAttention-4 again, the four shapes in a second run
+        python runner.py --kernels 29,30 --rounds 5 --clocks --json "$TMP/k30_again_headline.json"
+        python runner.py --kernels 29,30 --rounds 5 --clocks --causal --json "$TMP/k30_again_causal.json"
+        python runner.py --kernels 29,30 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k30_again_1024.json"
+        python runner.py --kernels 29,30 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k30_again_16384.json"
+        merge results/k29_k30_fa4_repeat.json "$TMP"/k30_again_{headline,causal,1024,16384}.json
+        ;;
     decode_k30.json) python runner.py decode --kernels 29,30 --rounds 5 --json results/decode_k30.json ;;
     timeline_seam_k30.json) # kernels 29 and 30 stamped at 1,024 keys: the stop between query tiles, before and after
         python runner.py timeline 29 30 --batch 64 --seq-len 1024 --json results/timeline_seam_k30.json \
