@@ -227,6 +227,8 @@ TEXT_FILES = {
     "(`scripts/sanitize.py k29_next_query_tile`)",
     "sanitizer_o_under_next_s.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 30 with O "
     "written out under the next query tile's first S, with a decode shape (`scripts/sanitize.py k30_o_under_next_s`)",
+    "sanitizer_q_in_registers.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 30 with Q in "
+    "registers, with a decode shape (`scripts/sanitize.py k30_q_in_registers`)",
     "sanitizer_tail_split.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 29 with its last "
     "wave split along the keys, with a decode shape and a split tail (`scripts/sanitize.py k29_tail_split`)",
 }

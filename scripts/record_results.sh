@@ -185,6 +185,12 @@ record() {
         python runner.py ablate o_under_next_s --rounds 7 --clocks --causal --json "$TMP/under_causal.json"
         merge results/ablation_ch30_o_under_next_s.json "$TMP"/under_{headline,causal}.json
         ;;
+    ablation_ch30_q_in_registers.json) # kernel 30 beside Q in registers: 16,384 keys, the headline shape and 1,024 keys
+        python runner.py ablate q_in_registers --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/q_16384.json"
+        python runner.py ablate q_in_registers --rounds 5 --clocks --batch 16 --seq-len 4096 --json "$TMP/q_4096.json"
+        python runner.py ablate q_in_registers --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/q_1024.json"
+        merge results/ablation_ch30_q_in_registers.json "$TMP"/q_{16384,4096,1024}.json
+        ;;
     timeline_seam_o_under_next_s.json) # kernel 30 and its O written out under the next first S, stamped at 1,024 keys
         python runner.py timeline 30 k30_o_under_next_s --batch 64 --seq-len 1024 --json results/timeline_seam_o_under_next_s.json \
             >results/timeline_seam_o_under_next_s.txt ;;
@@ -407,6 +413,7 @@ record() {
     sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
     sanitizer_k30.txt) sanitize 30 >results/sanitizer_k30.txt ;;
     sanitizer_o_under_next_s.txt) sanitize k30_o_under_next_s >results/sanitizer_o_under_next_s.txt ;;
+    sanitizer_q_in_registers.txt) sanitize k30_q_in_registers >results/sanitizer_q_in_registers.txt ;;
     sanitizer_next_query_tile.txt) sanitize k29_next_query_tile >results/sanitizer_next_query_tile.txt ;;
     sanitizer_tail_split.txt) sanitize k29_tail_split >results/sanitizer_tail_split.txt ;;
     sanitizer_kv_multicast.txt) sanitize k29_kv_multicast >results/sanitizer_kv_multicast.txt ;;

@@ -990,6 +990,27 @@ def test_the_next_first_s_goes_out_before_o(instance):
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_q_in_registers_feeds_every_s_from_registers(instance):
+    """k30_q_in_registers loads Q's A fragments with eight LDSM per query tile, none in the tile loop, and every S
+    HGMMA takes its A operand from those registers (kernel 30's read both operands through descriptors): in the steady
+    tile, the eight S HGMMA name a register before their descriptor, P V's eight still do, and no HGMMA reads two
+    descriptors. Its products, waits and barriers keep kernel 30's order, and no value it keeps in local memory
+    (tests/test_build_cpu.py) is read or written in the tile loop."""
+    from kernels.tools.ablations import variant_named
+
+    sass = sass_text(variant_named("k30_q_in_registers"), instance)
+    assert "LDSM" not in sass_text(by_number[30], instance)
+    assert sass.count("LDSM.16.M88.4") == 8
+    steady = steady_tile("k30_q_in_registers", instance)
+    products = [instruction(line) for line in steady if "HGMMA" in line]
+    register_a = re.compile(r"^HGMMA\.64x128x16\.F32(\.BF16)? R\d+, R\d+, gdesc\[")
+    assert len(products) == 16 and all(register_a.match(product) for product in products), products
+    assert sum(".tnspB" in product for product in products) == 8
+    assert not any(re.search(r"\b(LDSM|LDL|STL)\b", line) for line in steady)
+    assert waits_and_products("k30_q_in_registers", instance) == waits_and_products(30, instance)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
 def test_the_tail_split_merges_its_pieces_outside_the_tile(instance):
     """k29_tail_split's pieces count themselves done with one more atomic than kernel 29 (the work counter's ask is
     the other) and learn which is the last at one BAR.RED.OR; its steady tile path counts kernel 29's instructions, with
