@@ -192,6 +192,9 @@ TEXT_FILES = {
     "(`python -m kernels.tools.loop_anatomy 29 30`)",
     "loop_anatomy_ch29_less_per_tile.txt": "one tile of chapter 29's tile loop, of its rescale vote and of its "
     "half-wide diagonal tile, in their SASS (`python -m kernels.tools.loop_anatomy 29 k29_lazy_rescale k29_half_tile`)",
+    "loop_anatomy_ch30_q_in_registers.txt": "one tile of chapter 30's tile loop, with Q in registers, with its first "
+    "exponentials under P V, and with both, in their SASS (`python -m kernels.tools.loop_anatomy 30 k30_q_in_registers "
+    "k30_early_exponentials k30_q_early_exponentials`)",
     "loop_anatomy_nvrtc_13_4.txt": "one tile of the tile loops of chapters 16 and 20 built by NVRTC 13.4, in SASS "
     "(`python -m kernels.tools.loop_anatomy 16 20` with NVRTC 13.4 loaded)",
     "profile_k05_to_k09.txt": "Nsight Compute on chapters 5-9, one `runner.py profile` per chapter, as text",

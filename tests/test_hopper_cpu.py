@@ -1011,6 +1011,22 @@ def test_q_in_registers_feeds_every_s_from_registers(instance):
 
 
 @pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_the_early_exponentials_run_under_p_v(instance):
+    """With Q in registers, ptxas writes the exponentials straight into P's registers, which P V reads until its
+    wait: between the wait for S and the wait for P V only the two exponentials of the rescale factors run. With the
+    first 16 placed above the fence by the source, those 16 and the two run there, Q in shared memory or in
+    registers. Every variant keeps the tile's 66 and kernel 30's order of products, waits and barriers."""
+    from kernels.tools.ablations import variant_named
+
+    names = ("k30_q_in_registers", "k30_early_exponentials", "k30_q_early_exponentials")
+    split = [between_the_waits(variant_named(name), instance) for name in names]
+    exponentials = [total(between, "MUFU.EX2") for between, _ in split]
+    assert exponentials[0] == 2 and min(exponentials[1:]) >= 2 + 16, exponentials
+    assert all(total(between, "MUFU.EX2") + total(after, "MUFU.EX2") == 66 for between, after in split)
+    assert all(waits_and_products(name, instance) == waits_and_products(30, instance) for name in names)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
 def test_the_tail_split_merges_its_pieces_outside_the_tile(instance):
     """k29_tail_split's pieces count themselves done with one more atomic than kernel 29 (the work counter's ask is
     the other) and learn which is the last at one BAR.RED.OR; its steady tile path counts kernel 29's instructions, with
