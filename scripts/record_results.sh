@@ -217,11 +217,11 @@ record() {
         python runner.py ablate less_per_tile --rounds 7 --clocks --batch 4 --seq-len 16384 --json "$TMP/again_16384.json"
         merge results/ablation_ch29_less_per_tile.json "$TMP"/again_{headline,causal,16384}.json
         ;;
+    loop_anatomy_ch29_less_per_tile.txt) # kernel 29's tile loop beside its rescale vote and half-wide diagonal tile (no GPU needed)
+        python -m kernels.tools.loop_anatomy 29 k29_lazy_rescale k29_half_tile >results/loop_anatomy_ch29_less_per_tile.txt ;;
     loop_anatomy_ch30_q_in_registers.txt) # kernel 30's tile loop beside Q in registers and the first exponentials under P V (no GPU needed)
         python -m kernels.tools.loop_anatomy 30 k30_q_in_registers k30_early_exponentials k30_q_early_exponentials \
             >results/loop_anatomy_ch30_q_in_registers.txt ;;
-    loop_anatomy_ch29_less_per_tile.txt) # kernel 29's tile loop beside its rescale vote and half-wide diagonal tile (no GPU needed)
-        python -m kernels.tools.loop_anatomy 29 k29_lazy_rescale k29_half_tile >results/loop_anatomy_ch29_less_per_tile.txt ;;
     profile_tail_split_16384.json) # kernel 29, its split tail and FlashAttention-4 under Nsight Compute at 16,384 keys
         python runner.py profile 29 k29_tail_split fa4 --batch 4 --seq-len 16384 --json results/profile_tail_split_16384.json >results/profile_tail_split_16384.txt
         ;;
