@@ -160,6 +160,29 @@ record() {
         python runner.py --kernels 29,30 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k30_h200_16384.json"
         merge results/k29_k30_h200.json "$TMP"/k30_h200_{headline,causal,1024,16384}.json
         ;;
+    k30_k31.json) # chapter 31 beside chapter 30 at the four shapes (FlashAttention-4 as a row where installed)
+        python runner.py --kernels 30,31 --rounds 5 --clocks --json "$TMP/k31_headline.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --causal --json "$TMP/k31_causal.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k31_1024.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k31_16384.json"
+        merge results/k30_k31.json "$TMP"/k31_{headline,causal,1024,16384}.json
+        ;;
+    k30_k31_headline.json) # chapter 31 beside chapter 30 at the headline shape alone
+        python runner.py --kernels 30,31 --rounds 5 --clocks --json results/k30_k31_headline.json ;;
+    k30_k31_h200.json) # chapter 31 beside chapter 30 and FlashAttention-4 at the four shapes, on an H200
+        python runner.py --kernels 30,31 --rounds 5 --clocks --json "$TMP/k31_h200_headline.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --causal --json "$TMP/k31_h200_causal.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k31_h200_1024.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k31_h200_16384.json"
+        merge results/k30_k31_h200.json "$TMP"/k31_h200_{headline,causal,1024,16384}.json
+        ;;
+    k30_k31_fa4.json) # chapter 31 beside chapter 30 and FlashAttention-4 at the four shapes, on the GPU at hand
+        python runner.py --kernels 30,31 --rounds 5 --clocks --json "$TMP/k31_fa4_headline.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --causal --json "$TMP/k31_fa4_causal.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k31_fa4_1024.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k31_fa4_16384.json"
+        merge results/k30_k31_fa4.json "$TMP"/k31_fa4_{headline,causal,1024,16384}.json
+        ;;
     k29_k30_fa4.json) # chapter 30 beside chapter 29 and FlashAttention-4 at the four shapes, on the GPU at hand
         python runner.py --kernels 29,30 --rounds 5 --clocks --json "$TMP/k30_fa4_headline.json"
         python runner.py --kernels 29,30 --rounds 5 --clocks --causal --json "$TMP/k30_fa4_causal.json"
@@ -175,6 +198,7 @@ record() {
         merge results/k29_k30_fa4_repeat.json "$TMP"/k30_again_{headline,causal,1024,16384}.json
         ;;
     decode_k30.json) python runner.py decode --kernels 29,30 --rounds 5 --json results/decode_k30.json ;;
+    decode_k31.json) python runner.py decode --kernels 30,31 --rounds 5 --json results/decode_k31.json ;;
     timeline_seam_k30.json) # kernels 29 and 30 stamped at 1,024 keys: the stop between query tiles, before and after
         python runner.py timeline 29 30 --batch 64 --seq-len 1024 --json results/timeline_seam_k30.json \
             >results/timeline_seam_k30.txt ;;
@@ -367,6 +391,9 @@ record() {
         python runner.py profile 20 fa4 --batch 4 --seq-len 16384 --json results/profile_k20_fa4_16384.json \
             >results/profile_k20_fa4_16384.txt
         ;;
+    profile_k30_k31_fa4.json) # chapters 30 and 31 beside FlashAttention-4 at the headline shape, one launch each
+        python runner.py profile 30 31 fa4 --json results/profile_k30_k31_fa4.json >results/profile_k30_k31_fa4.txt
+        ;;
     profile_k23_k24_fa4_16384.json) # chapters 23 and 24 beside FlashAttention-4 at 16,384 keys: the producer's waits
         python runner.py profile 23 24 fa4 --batch 4 --seq-len 16384 --json results/profile_k23_k24_fa4_16384.json \
             >results/profile_k23_k24_fa4_16384.txt
@@ -415,6 +442,7 @@ record() {
     sanitizer_k28.txt) sanitize 28 >results/sanitizer_k28.txt ;;
     sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
     sanitizer_k30.txt) sanitize 30 >results/sanitizer_k30.txt ;;
+    sanitizer_k31.txt) sanitize 31 >results/sanitizer_k31.txt ;;
     sanitizer_o_under_next_s.txt) sanitize k30_o_under_next_s >results/sanitizer_o_under_next_s.txt ;;
     sanitizer_q_in_registers.txt) sanitize k30_q_in_registers >results/sanitizer_q_in_registers.txt ;;
     sanitizer_next_query_tile.txt) sanitize k29_next_query_tile >results/sanitizer_next_query_tile.txt ;;
@@ -454,6 +482,8 @@ record() {
         python -m kernels.tools.loop_anatomy 26 27 >results/loop_anatomy_k26_k27.txt ;;
     loop_anatomy_k29_k30.txt) # the tile loops of chapters 29 and 30, instruction by instruction (no GPU needed)
         python -m kernels.tools.loop_anatomy 29 30 >results/loop_anatomy_k29_k30.txt ;;
+    loop_anatomy_k30_k31.txt) # the tile loops of chapters 30 and 31, instruction by instruction (no GPU needed)
+        python -m kernels.tools.loop_anatomy 30 31 >results/loop_anatomy_k30_k31.txt ;;
     loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
         python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors >results/loop_anatomy_ch19_trims.txt ;;
     loop_anatomy_ch21_softmax_first.txt) # kernel 21's tile loop beside its variants with the whole softmax under P V (no GPU needed)

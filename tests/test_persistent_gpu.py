@@ -117,6 +117,14 @@ def test_blocks_sharing_k_and_v_write_kernel29s_bits(shape, dtype):
     assert_writes_kernel29s_bits("k29_kv_multicast", shape, dtype)
 
 
+@pytest.mark.parametrize("shape", PAIRED_SHAPES, ids=["many-pairs", "lengths", "split-alone", "odd-alone"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_chapter31_writes_kernel29s_bits(shape, dtype):
+    """Chapter 31 pairs the blocks of a cluster as k29_kv_multicast does, on kernel 30's loop, from PAIRED_KEYS keys
+    on. Kernel 30's rows are kernel 29's bit for bit (test_the_short_seam_writes_kernel29s_bits), and so are its."""
+    assert_writes_kernel29s_bits("31", shape, dtype)
+
+
 # (batch, seq_len_q, seq_len_k, per-sequence lengths, causal), 8 query heads on 2 K/V heads: many query tiles per
 # block, full and causal; sequences shorter than the cache, whose V rows past their end are zeroed before the last
 # P V, full and causal; more query tiles than blocks of one key tile each; and a short query, whose keys are split.
