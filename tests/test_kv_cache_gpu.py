@@ -17,6 +17,10 @@ from tests.helpers import CHAPTERS, KERNELS, random_qkv, requires_gpu
 pytestmark = requires_gpu
 KV_CACHE = [c for c in KERNELS if c.kernel.kv_cache and not c.kernel.plain_prefill]  # as its chapter, or refused
 SMS = 132  # the split rule's input on an H200; the tests below choose shapes for it, and assert what it gave
+# The variants that sum each row of P on the tensor cores add P as rounded to bf16 for P V, not the float
+# exponentials: a row over a few keys keeps up to half a bf16 step (2^-9) of relative error in its sum, and so in
+# its log-sum-exp; the others are held to 1e-3.
+LSE_ATOL = {"k21_row_sums": 2**-9, "k21_row_sums_unfenced": 2**-9}
 
 # (batch, seq_len_q, seq_len_k, heads, kv_heads): decoding (one query), a few queries against a long cache, and a
 # prefill; small grids split, large ones do not. The last two fill a decode kernel's 16 rows: 16 positions of one
@@ -94,7 +98,8 @@ def test_rows_that_see_no_key_are_zero_with_lse_minus_infinity(chapter, causal, 
     out, lse = chapter.attention(q, k, v, causal=causal, seq_lens_k=lengths, return_lse=True)
     assert torch.equal(out[0], torch.zeros_like(out[0])) and bool((lse[0] == -math.inf).all())
     assert torch.equal(lse.isinf(), exact_lse.isinf())
-    torch.testing.assert_close(lse[~lse.isinf()], exact_lse[~exact_lse.isinf()], rtol=1e-4, atol=1e-3)
+    atol = LSE_ATOL.get(chapter.name, 1e-3)
+    torch.testing.assert_close(lse[~lse.isinf()], exact_lse[~exact_lse.isinf()], rtol=1e-4, atol=atol)
     assert attention_error(out, exact).rel_l2 < 1e-2
 
 
@@ -117,7 +122,8 @@ def test_log_sum_exp_without_lengths(chapter, split):
     out, lse = chapter.attention(q, k, v, causal=True, return_lse=True)
     scores = (q.double().transpose(1, 2) @ k.double().permute(0, 2, 3, 1)) / math.sqrt(128)
     scores.masked_fill_(torch.ones(seq_len, seq_len, dtype=torch.bool, device="cuda").triu(1), -math.inf)
-    torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1).float(), rtol=1e-4, atol=1e-3)
+    exact_lse = torch.logsumexp(scores, dim=-1).float()
+    torch.testing.assert_close(lse, exact_lse, rtol=1e-4, atol=LSE_ATOL.get(chapter.name, 1e-3))
     assert attention_error(out, exact_attention(q, k, v, causal=True)).rel_l2 < 1e-2
 
 
