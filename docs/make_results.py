@@ -173,6 +173,7 @@ RUN_TITLES = {
     "k30_k31_headline.json": "Chapter 31 beside chapter 30, with each one's SM clock and power, at the headline shape",
     "k30_k31_h200.json": "Chapter 31 beside chapter 30 and FlashAttention-4 on an H200, the four shapes",
     "k30_k31_fa4.json": "Chapter 31 beside chapter 30 and FlashAttention-4, the four shapes",
+    "k30_k31_fa4_repeat.json": "Chapter 31 beside chapter 30 and FlashAttention-4 again, the four shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`

@@ -183,6 +183,13 @@ record() {
         python runner.py --kernels 30,31 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k31_fa4_16384.json"
         merge results/k30_k31_fa4.json "$TMP"/k31_fa4_{headline,causal,1024,16384}.json
         ;;
+    k30_k31_fa4_repeat.json) # chapter 31 beside chapter 30 and FlashAttention-4 again, the four shapes in a second run
+        python runner.py --kernels 30,31 --rounds 5 --clocks --json "$TMP/k31_fa4_again_headline.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --causal --json "$TMP/k31_fa4_again_causal.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k31_fa4_again_1024.json"
+        python runner.py --kernels 30,31 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k31_fa4_again_16384.json"
+        merge results/k30_k31_fa4_repeat.json "$TMP"/k31_fa4_again_{headline,causal,1024,16384}.json
+        ;;
     k29_k30_fa4.json) # chapter 30 beside chapter 29 and FlashAttention-4 at the four shapes, on the GPU at hand
         python runner.py --kernels 29,30 --rounds 5 --clocks --json "$TMP/k30_fa4_headline.json"
         python runner.py --kernels 29,30 --rounds 5 --clocks --causal --json "$TMP/k30_fa4_causal.json"
