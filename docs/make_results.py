@@ -174,6 +174,9 @@ RUN_TITLES = {
     "k30_k31_h200.json": "Chapter 31 beside chapter 30 and FlashAttention-4 on an H200, the four shapes",
     "k30_k31_fa4.json": "Chapter 31 beside chapter 30 and FlashAttention-4, the four shapes",
     "k30_k31_fa4_repeat.json": "Chapter 31 beside chapter 30 and FlashAttention-4 again, the four shapes",
+    "decode_k32.json": "Decoding: chapters 31 and 32 at the decode shapes",
+    "k31_k32.json": "Chapter 32 beside chapter 31 and FlashAttention-4, the four shapes",
+    "k31_k32_h200.json": "Chapter 32 beside chapter 31 and FlashAttention-4 on an H200, the four shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
 READ_RATE_FILE = "read_rate.json"  # `runner.py read_rate --json results/read_rate.json`
@@ -198,6 +201,8 @@ TEXT_FILES = {
     "(`python -m kernels.tools.loop_anatomy 29 30`)",
     "loop_anatomy_k30_k31.txt": "one tile of the tile loops of chapters 30 and 31, in their SASS "
     "(`python -m kernels.tools.loop_anatomy 30 31`)",
+    "loop_anatomy_k31_k32.txt": "one tile of the tile loops of chapters 31 and 32, in their SASS "
+    "(`python -m kernels.tools.loop_anatomy 31 32`)",
     "loop_anatomy_ch29_less_per_tile.txt": "one tile of chapter 29's tile loop, of its rescale vote and of its "
     "half-wide diagonal tile, in their SASS (`python -m kernels.tools.loop_anatomy 29 k29_lazy_rescale k29_half_tile`)",
     "loop_anatomy_ch30_q_in_registers.txt": "one tile of chapter 30's tile loop, with Q in registers, with its first "
@@ -232,6 +237,8 @@ TEXT_FILES = {
     "(`scripts/sanitize.py 29`)",
     "sanitizer_k31.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 31, with a decode shape "
     "and full attention over 8,200 keys, where its blocks pair (`scripts/sanitize.py 31`)",
+    "sanitizer_k32.txt": "compute-sanitizer's memcheck, racecheck and synccheck on chapter 32, with a decode shape "
+    "and attention over 8,200 keys, full and causal, where its blocks pair (`scripts/sanitize.py 32`)",
     "sanitizer_kv_multicast.txt": "compute-sanitizer's memcheck, racecheck and synccheck on kernel 29 with K and V "
     "shared by a cluster's two blocks, with a decode shape and full attention over 8,200 keys "
     "(`scripts/sanitize.py k29_kv_multicast`)",

@@ -27,7 +27,7 @@ open(sys.argv[1], "w").write(json.dumps(runs, indent=1) + "\n")' "$file" "$@"
 
 # sanitize LABEL CHAPTERS...: compute-sanitizer's three tools on chapters at a ragged shape (scripts/sanitize.py).
 sanitize() {
-    echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full, decoding, a split tail, and full attention over 8,200 keys (scripts/sanitize.py)"
+    echo "# compute-sanitizer: chapters $* at (batch 2, seq 333, heads 2, bf16), causal and full, decoding, a split tail, and over 8,200 keys, full and causal (scripts/sanitize.py)"
     python -m kernels.tools.sources "$@"
     for tool in memcheck racecheck synccheck; do
         echo "## $tool: compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 1 python scripts/sanitize.py $*"
@@ -190,6 +190,20 @@ record() {
         python runner.py --kernels 30,31 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k31_fa4_again_16384.json"
         merge results/k30_k31_fa4_repeat.json "$TMP"/k31_fa4_again_{headline,causal,1024,16384}.json
         ;;
+    k31_k32.json) # chapter 32 beside chapter 31 at the four shapes (FlashAttention-4 as a row where installed), on the GPU at hand
+        python runner.py --kernels 31,32 --rounds 5 --clocks --json "$TMP/k32_headline.json"
+        python runner.py --kernels 31,32 --rounds 5 --clocks --causal --json "$TMP/k32_causal.json"
+        python runner.py --kernels 31,32 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k32_1024.json"
+        python runner.py --kernels 31,32 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k32_16384.json"
+        merge results/k31_k32.json "$TMP"/k32_{headline,causal,1024,16384}.json
+        ;;
+    k31_k32_h200.json) # chapter 32 beside chapter 31 at the four shapes (FlashAttention-4 as a row where installed), on an H200
+        python runner.py --kernels 31,32 --rounds 5 --clocks --json "$TMP/k32_h200_headline.json"
+        python runner.py --kernels 31,32 --rounds 5 --clocks --causal --json "$TMP/k32_h200_causal.json"
+        python runner.py --kernels 31,32 --rounds 5 --clocks --batch 64 --seq-len 1024 --json "$TMP/k32_h200_1024.json"
+        python runner.py --kernels 31,32 --rounds 5 --clocks --batch 4 --seq-len 16384 --json "$TMP/k32_h200_16384.json"
+        merge results/k31_k32_h200.json "$TMP"/k32_h200_{headline,causal,1024,16384}.json
+        ;;
     k29_k30_fa4.json) # chapter 30 beside chapter 29 and FlashAttention-4 at the four shapes, on the GPU at hand
         python runner.py --kernels 29,30 --rounds 5 --clocks --json "$TMP/k30_fa4_headline.json"
         python runner.py --kernels 29,30 --rounds 5 --clocks --causal --json "$TMP/k30_fa4_causal.json"
@@ -206,6 +220,7 @@ record() {
         ;;
     decode_k30.json) python runner.py decode --kernels 29,30 --rounds 5 --json results/decode_k30.json ;;
     decode_k31.json) python runner.py decode --kernels 30,31 --rounds 5 --json results/decode_k31.json ;;
+    decode_k32.json) python runner.py decode --kernels 31,32 --rounds 5 --json results/decode_k32.json ;;
     timeline_seam_k30.json) # kernels 29 and 30 stamped at 1,024 keys: the stop between query tiles, before and after
         python runner.py timeline 29 30 --batch 64 --seq-len 1024 --json results/timeline_seam_k30.json \
             >results/timeline_seam_k30.txt ;;
@@ -450,6 +465,7 @@ record() {
     sanitizer_k29.txt) sanitize 29 >results/sanitizer_k29.txt ;;
     sanitizer_k30.txt) sanitize 30 >results/sanitizer_k30.txt ;;
     sanitizer_k31.txt) sanitize 31 >results/sanitizer_k31.txt ;;
+    sanitizer_k32.txt) sanitize 32 >results/sanitizer_k32.txt ;;
     sanitizer_o_under_next_s.txt) sanitize k30_o_under_next_s >results/sanitizer_o_under_next_s.txt ;;
     sanitizer_q_in_registers.txt) sanitize k30_q_in_registers >results/sanitizer_q_in_registers.txt ;;
     sanitizer_next_query_tile.txt) sanitize k29_next_query_tile >results/sanitizer_next_query_tile.txt ;;
@@ -491,6 +507,8 @@ record() {
         python -m kernels.tools.loop_anatomy 29 30 >results/loop_anatomy_k29_k30.txt ;;
     loop_anatomy_k30_k31.txt) # the tile loops of chapters 30 and 31, instruction by instruction (no GPU needed)
         python -m kernels.tools.loop_anatomy 30 31 >results/loop_anatomy_k30_k31.txt ;;
+    loop_anatomy_k31_k32.txt) # the tile loops of chapters 31 and 32, instruction by instruction (no GPU needed)
+        python -m kernels.tools.loop_anatomy 31 32 >results/loop_anatomy_k31_k32.txt ;;
     loop_anatomy_ch19_trims.txt) # chapter 19's tile loop beside its trimmed variants (no GPU needed)
         python -m kernels.tools.loop_anatomy 19 k19_lean k19_lean_descriptors >results/loop_anatomy_ch19_trims.txt ;;
     loop_anatomy_ch21_softmax_first.txt) # kernel 21's tile loop beside its variants with the whole softmax under P V (no GPU needed)

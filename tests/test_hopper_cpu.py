@@ -910,12 +910,31 @@ def test_the_shared_kv_pairs_blocks_in_full_attention_only(instance, shared, par
     from kernels.tools.ablations import chapter_or_variant
 
     sass = sass_text(chapter_or_variant(shared), instance)
-    paths, parent_paths = tile_loops(sass), tile_loops(sass_text(by_number[parent], instance))
-    parent_events = [event for event in waits_and_products(parent, instance) if "arrive" not in event]
     if instance.endswith("true>"):
+        paths, parent_paths = tile_loops(sass), tile_loops(sass_text(by_number[parent], instance))
         assert "MULTICAST" not in sass and len(paths) == len(parent_paths) == 1
         assert without_addresses(paths[0]) == without_addresses(parent_paths[0])
         return
+    assert_paired_and_alone(sass, parent, instance, producer_local, uniform_slack)
+
+
+@pytest.mark.parametrize("instance", ALL_INSTANCES)
+def test_causal_pairs_share_kv_in_every_instance(instance):
+    """Chapter 32's instances, causal as well as full, hold chapter 31's paired and alone tile loops, both in chapter
+    30's order, and its two multicast copies; its producer hands a pair's item to the other block with one STAS
+    (st.async), and no instance keeps a value in local memory."""
+    sass = sass_text(by_number[32], instance)
+    assert len(re.findall(r"\bSTAS\b", sass)) == 1
+    assert_paired_and_alone(sass, 30, instance, producer_local=False, uniform_slack=4)
+
+
+def assert_paired_and_alone(sass: str, parent: int, instance: str, producer_local: bool, uniform_slack: int):
+    """Two multicast copies, and the consumers' tile loop twice: alone, with the parent's products, waits and
+    barriers in its order and its instructions but for a few of the uniform datapath's; paired, with the same order
+    and an arrival on the other block's free barrier beside each of the two local ones. Local memory, where the
+    producer keeps any, stays out of its loop over key tiles."""
+    paths = tile_loops(sass)
+    parent_events = [event for event in waits_and_products(parent, instance) if "arrive" not in event]
     assert sass.count("UTMALDG.4D.MULTICAST") == 2 and len(paths) == 2
     # The producer's few values in local memory, where it keeps any, stay out of its loop over key tiles too.
     lines = addressed(sass)

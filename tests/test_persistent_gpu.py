@@ -78,10 +78,10 @@ def test_o_rescaled_only_where_a_max_moved_is_kernel29_bit_for_bit(causal, dtype
     check_chapter(lazy, q, k, v, causal)
 
 
-def assert_writes_kernel29s_bits(variant_name, shape, dtype, *, causal=False):
-    """At (batch, seq_len_q, seq_len_k, per-sequence lengths), 8 query heads on 2 K/V heads: the variant's output,
-    written over NaN, and its log-sum-exp are kernel 29's bit for bit, and the work counter is left at zero. Skipped
-    where the variant is not built for this GPU."""
+def assert_writes_kernel29s_bits(variant_name, shape, dtype, *, causal=False, heads=(8, 2)):
+    """At (batch, seq_len_q, seq_len_k, per-sequence lengths) with `heads` (query heads, K/V heads): the variant's
+    output, written over NaN, and its log-sum-exp are kernel 29's bit for bit, and the work counter is left at zero.
+    Skipped where the variant is not built for this GPU."""
     from kernels.tools.ablations import chapter_or_variant
 
     kernel29, variant = chapter_or_variant("29"), chapter_or_variant(variant_name)
@@ -90,7 +90,7 @@ def assert_writes_kernel29s_bits(variant_name, shape, dtype, *, causal=False):
     except ValueError as error:
         pytest.skip(str(error))
     batch, seq_len_q, seq_len_k, lengths = shape
-    q, k, v = random_qkv(batch, seq_len_q, 8, dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=2)
+    q, k, v = random_qkv(batch, seq_len_q, heads[0], dtype, seed=seq_len_k, seq_len_k=seq_len_k, kv_heads=heads[1])
     seq_lens_k = None if lengths is None else torch.tensor(lengths, dtype=torch.int32, device=q.device)
     out, lse = kernel29.attention(q, k, v, causal=causal, seq_lens_k=seq_lens_k, return_lse=True)
     variant_out = torch.full_like(q, float("nan"))
@@ -123,6 +123,30 @@ def test_chapter31_writes_kernel29s_bits(shape, dtype):
     """Chapter 31 pairs the blocks of a cluster as k29_kv_multicast does, on kernel 30's loop, from PAIRED_KEYS keys
     on. Kernel 30's rows are kernel 29's bit for bit (test_the_short_seam_writes_kernel29s_bits), and so are its."""
     assert_writes_kernel29s_bits("31", shape, dtype)
+
+
+# (batch, seq_len_q, seq_len_k, per-sequence lengths, causal, heads): where chapter 32's blocks pair, full and causal.
+# 8 query heads on 2 K/V heads make 32 positions a query tile: over 96 keys more than queries, the later tile of every
+# second pair holds a key tile more, which the earlier one passes over; sequences of their own lengths, one with such
+# pairs; 4 heads on 4, the headline's tiles, a key tile more in every pair; and an odd count of query tiles, alone.
+CAUSAL_PAIRED_SHAPES = [
+    (2, 8192, 8192, None, False, (8, 2)),
+    (2, 8192, 8288, None, True, (8, 2)),
+    (2, 4096, 9000, (8192, 4300), True, (8, 2)),
+    (1, 4096, 4096, None, True, (4, 4)),
+    (2, 8160, 8192, None, True, (8, 2)),
+]
+CAUSAL_PAIRED_IDS = ["full", "causal-pass-over", "lengths-causal", "causal-every-pair", "odd-alone"]
+
+
+@pytest.mark.parametrize("shape", CAUSAL_PAIRED_SHAPES, ids=CAUSAL_PAIRED_IDS)
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_causal_pairs_write_kernel29s_bits(shape, dtype):
+    """Chapter 32 pairs the blocks causal too, both walking the later tile's key tiles, and pairs take their items
+    from the counter. Every row is computed as in kernel 30, so the output and the log-sum-exp are kernel 29's bit for
+    bit, and the counter, asked by each pair's first block, is left at zero."""
+    *sizes, causal, heads = shape
+    assert_writes_kernel29s_bits("32", sizes, dtype, causal=causal, heads=heads)
 
 
 # (batch, seq_len_q, seq_len_k, per-sequence lengths, causal), 8 query heads on 2 K/V heads: many query tiles per
