@@ -388,6 +388,13 @@ __device__ int cluster_rank() {
     return rank;
 }
 
+// A warp is done with a K or V stage. Paired, both blocks' copies fill it, so both blocks hear.
+template <bool PAIRED>
+__device__ void release(unsigned long long* free_barrier) {
+    mbarrier_arrive(free_barrier);
+    if (PAIRED) mbarrier_arrive_remote(free_barrier, cluster_rank() ^ 1);
+}
+
 // A barrier of every thread of the cluster's blocks, in two halves: arrive publishes what this thread wrote before
 // it, and wait returns once every thread has arrived, with what they published visible.
 __device__ void cluster_arrive() {
@@ -700,9 +707,9 @@ flash_attention(const __grid_constant__ TensorMap q_map, const __grid_constant__
     const auto pass_over = [&](int count) {
         const int stage = count % STAGES;
         mbarrier_wait(&k_filled[stage], count / STAGES % 2);
-        if (lane == 0) mbarrier_arrive(&k_free[stage]), mbarrier_arrive_remote(&k_free[stage], cluster_rank() ^ 1);
+        if (lane == 0) release<true>(&k_free[stage]);
         mbarrier_wait(&v_filled[stage], count / STAGES % 2);
-        if (lane == 0) mbarrier_arrive(&v_free[stage]), mbarrier_arrive_remote(&v_free[stage], cluster_rank() ^ 1);
+        if (lane == 0) release<true>(&v_free[stage]);
     };
     for (int round = 0, kv_count = 0;; ++round) {
         const int buffer = round % 2, turn = round / 2;
@@ -785,11 +792,6 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     const int group = group_row0 / GROUP_Q;
     const auto take_turn = [&]() { named_barrier_sync(TURN + group, N_WARPS * 32); };
     const auto pass_turn = [&]() { named_barrier_arrive(TURN + 1 - group, N_WARPS * 32); };
-    // A warp is done with a K or V stage. Paired, both blocks' copies fill it, so both blocks hear.
-    const auto release = [&](unsigned long long* free_barrier) {
-        mbarrier_arrive(free_barrier);
-        if (PAIRED) mbarrier_arrive_remote(free_barrier, cluster_rank() ^ 1);
-    };
 
     float s_acc[BLOCK_KV / MMA_N][4];
     unsigned p_frag[BLOCK_KV / MMA_K][4];
@@ -902,7 +904,7 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     pass_turn();
     wgmma_wait<0>();
     pin_registers(s_acc);
-    if (lane == 0) release(&k_free[kv_count % STAGES]);
+    if (lane == 0) release<PAIRED>(&k_free[kv_count % STAGES]);
     softmax_maxima(first_tile * BLOCK_KV, rescale, max_or_zero);
     softmax_exponentials(max_or_zero);
     to_p_frag();
@@ -924,14 +926,14 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
 
         wgmma_wait<1>();  // S has landed; P V may still be running
         pin_registers(s_acc);
-        if (lane == 0) release(&k_free[stage]);  // this warp is done with the K tile
+        if (lane == 0) release<PAIRED>(&k_free[stage]);  // this warp is done with the K tile
         softmax_maxima((first_tile + tile) * BLOCK_KV, rescale, max_or_zero);
         scheduling_fence();  // the maxima stay above the wait below, under P V, and the exponentials below it
 
         wgmma_wait<0>();  // P V has landed: O may be rescaled, P and the V tile reused
         pin_registers(o_acc);
         pin_registers(p_frag);
-        if (lane == 0) release(&v_free[last_stage]);
+        if (lane == 0) release<PAIRED>(&v_free[last_stage]);
         softmax_exponentials(max_or_zero);
         k_landed = mbarrier_test(&k_filled[(count + 1) % STAGES], (count + 1) / STAGES % 2);  // the next K, asked now
 #pragma unroll
@@ -983,7 +985,7 @@ __device__ __forceinline__ void consume_query_tile(T* q_smem, T* k_smem, T* v_sm
     }
     wgmma_wait<0>();
     pin_registers(o_acc);
-    if (lane == 0) release(&v_free[last_stage]);
+    if (lane == 0) release<PAIRED>(&v_free[last_stage]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         row_sum[h] += __shfl_xor_sync(0xffffffff, row_sum[h], 1);
