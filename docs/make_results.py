@@ -175,7 +175,7 @@ RUN_TITLES = {
     "k30_k31_fa4.json": "Chapter 31 beside chapter 30 and FlashAttention-4, the four shapes",
     "k30_k31_fa4_repeat.json": "Chapter 31 beside chapter 30 and FlashAttention-4 again, the four shapes",
     "decode_k32.json": "Decoding: chapters 31 and 32 at the decode shapes",
-    "k31_k32.json": "Chapter 32 beside chapter 31, with each one's SM clock and power, the four shapes",
+    "k31_k32.json": "Chapter 32 beside chapter 31 and FlashAttention-4, the four shapes",
     "k31_k32_h200.json": "Chapter 32 beside chapter 31 and FlashAttention-4 on an H200, the four shapes",
 }
 PEAK_FILE = "peak.json"  # `runner.py peak --json results/peak.json`
